@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from meshjit.errors import MeshjitError
@@ -115,6 +116,17 @@ class Diagnostics:
             return
         self._warned_once.add(key)
         self.warning(loc, message)
+
+    @property
+    def warned_keys(self) -> frozenset[str]:
+        return frozenset(self._warned_once)
+
+    def replay(self, items: Sequence[Diagnostic], warned_keys: Iterable[str]) -> None:
+        """Reports again what an earlier run of the same work reported (once)."""
+        for d in items:
+            if d not in self.items:
+                self.items.append(d)
+        self._warned_once.update(warned_keys)
 
     def remark(self, loc: SourceLoc, message: str) -> None:
         self.items.append(Diagnostic(Severity.REMARK, loc, message))

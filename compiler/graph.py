@@ -10,6 +10,7 @@ same order as `read_graph` and applies it in one sweep.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeAlias
@@ -266,6 +267,10 @@ class Graph:
     module_attrs: Mapping[str, AttrValue]
     source_name: str
     symbols: dict[str, int] = field(default_factory=dict)  # sym_name -> node id
+    keeps_attr_text: bool = False  # read with keep_attr_text=True
+    # What passes derived from this graph and may reuse while it is unchanged
+    # (cleared when `write_attrs` changes it).
+    memo: dict[str, object] = field(default_factory=dict)
     _users: list[list[int]] | None = None
 
     def value(self, vid: int) -> Value:
@@ -436,14 +441,82 @@ class _Reader:
         return nid
 
 
+class GraphSession:
+    """The graphs read from one module while a pipeline runs on it.
+
+    Passes of a pipeline read the module that the previous pass left; inside a
+    session `read_graph` returns the graph already read, `write_attrs` updates
+    it along with the module, and `invalidate_graphs` (passes that rebuild
+    the module, upstream MLIR passes) drops it. Outside a session every
+    `read_graph` walks the module.
+    """
+
+    def __init__(self, module: ir.Module) -> None:
+        self.module = module
+        self.graphs: dict[tuple[str, bool], Graph] = {}
+        # Attribute changes `write_attrs` made since the graphs were last
+        # handed out; applied when one is read again (often none is).
+        self.pending: list[
+            Mapping[int, Mapping[str, tuple[AttrValue, str] | None]]
+        ] = []
+
+    def take(self, key: tuple[str, bool]) -> Graph | None:
+        graph = self.graphs.get(key)
+        if graph is not None and self.pending:
+            for g in self.graphs.values():
+                for changes in self.pending:
+                    _refresh(g, changes)
+            self.pending.clear()
+        return graph
+
+
+_SESSIONS: list[GraphSession] = []
+
+
+@contextmanager
+def graph_session(module: ir.Module) -> Iterator[GraphSession]:
+    session = GraphSession(module)
+    _SESSIONS.append(session)
+    try:
+        yield session
+    finally:
+        _SESSIONS.remove(session)
+
+
+def _sessions_of(module: ir.Module) -> list[GraphSession]:
+    return [s for s in _SESSIONS if s.module is module]
+
+
+def invalidate_graphs(module: ir.Module) -> None:
+    """The module changed other than by `write_attrs`: forget its graphs."""
+    for session in _sessions_of(module):
+        session.graphs.clear()
+        session.pending.clear()
+
+
 def read_graph(
     module: ir.Module, source_name: str = "-", *, keep_attr_text: bool = False
 ) -> Graph:
     """Walks the module once; the result holds no MLIR handles.
 
     Values used before their definition in a graph region (not produced by JAX)
-    are rejected as an internal error rather than read wrongly.
+    are rejected as an internal error rather than read wrongly. Inside a
+    `graph_session` the graph is shared by the passes that read it; they must
+    treat it as read-only.
     """
+    sessions = _sessions_of(module)
+    for session in sessions:
+        for keep in (keep_attr_text, True):
+            found = session.take((source_name, keep))
+            if found is not None:
+                return found
+    graph = _read(module, source_name, keep_attr_text)
+    for session in sessions:
+        session.graphs[(source_name, keep_attr_text)] = graph
+    return graph
+
+
+def _read(module: ir.Module, source_name: str, keep_attr_text: bool) -> Graph:
     reader = _Reader(source_name, keep_attr_text)
     body_op = module.operation
     body = reader.block(module.body, -1, reader.loc(body_op.location))
@@ -453,7 +526,15 @@ def read_graph(
     nodes = [n for n in reader.nodes if n is not None]
     if len(nodes) != len(reader.nodes):
         raise InternalError("read_graph left a node unfilled")
-    return Graph(reader.values, nodes, body, module_attrs, source_name, reader.symbols)
+    return Graph(
+        reader.values,
+        nodes,
+        body,
+        module_attrs,
+        source_name,
+        reader.symbols,
+        keep_attr_text,
+    )
 
 
 @dataclass(slots=True)
@@ -504,19 +585,39 @@ def _update_dict_array(
 
 
 def write_attrs(module: ir.Module, plan: AttrPlan) -> None:
-    """Applies `plan` to the module `read_graph` read (ids are walk order)."""
+    """Applies `plan` to the module `read_graph` read (ids are walk order).
+
+    Graphs a `graph_session` holds for the module are updated to what a new
+    read would give.
+    """
     if not plan:
         return
     ops = list(_walk_ops(module.body))
+    # Attribute texts repeat (the same sharding on every layer): each distinct
+    # one is parsed, and read back for the graphs, once.
+    parsed: dict[str, tuple[ir.Attribute, AttrValue, str]] = {}
+
+    def attribute(text: str) -> tuple[ir.Attribute, AttrValue, str]:
+        found = parsed.get(text)
+        if found is None:
+            attr = ir.Attribute.parse(text)
+            found = parsed[text] = (attr, convert_attr(attr), str(attr))
+        return found
+
+    op_changes: dict[int, dict[str, tuple[AttrValue, str] | None]] = {}
     with module.context:
         for nid, changes in plan.ops.items():
             op = ops[nid]
+            now = op_changes.setdefault(nid, {})
             for name, text in changes.items():
                 if text is None:
                     if name in op.attributes:
                         del op.attributes[name]
+                    now[name] = None
                 else:
-                    op.attributes[name] = ir.Attribute.parse(text)
+                    attr, value, printed = attribute(text)
+                    op.attributes[name] = attr
+                    now[name] = (value, printed)
         for key, attr_name, store in (
             ("args", "arg_attrs", plan.args),
             ("results", "res_attrs", plan.results),
@@ -531,3 +632,43 @@ def write_attrs(module: ir.Module, plan: AttrPlan) -> None:
                 )
                 count = len(ftype.inputs if key == "args" else ftype.results)
                 _update_dict_array(op, attr_name, count, changes_by_index)
+                array = op.attributes[attr_name]
+                op_changes.setdefault(fid, {})[attr_name] = (
+                    convert_attr(array),
+                    str(array),
+                )
+        for session in _sessions_of(module):
+            if session.graphs:
+                session.pending.append(op_changes)
+                for graph in session.graphs.values():
+                    graph.memo.clear()
+
+
+def _refresh(
+    graph: Graph, changes: Mapping[int, Mapping[str, tuple[AttrValue, str] | None]]
+) -> None:
+    """Sets the changed attributes of `graph`'s nodes (None: removed)."""
+    for nid, by_name in changes.items():
+        node = graph.nodes[nid]
+        attrs = dict(node.attrs)
+        text = dict(node.attr_text)
+        keep_text = graph.keeps_attr_text or bool(node.attr_text)
+        for name, new in by_name.items():
+            if new is None:
+                attrs.pop(name, None)
+                text.pop(name, None)
+                continue
+            attrs[name] = new[0]
+            if keep_text:
+                text[name] = new[1]
+        graph.nodes[nid] = Node(
+            node.id,
+            node.op,
+            node.operands,
+            node.results,
+            MappingProxyType(attrs),
+            node.loc,
+            node.regions,
+            node.parent,
+            MappingProxyType(text) if text else _NO_TEXT,
+        )

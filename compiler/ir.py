@@ -16,6 +16,7 @@ from meshjit.compiler.diagnostics import (
     SourceLoc,
     parse_loc_text,
 )
+from meshjit.compiler.graph import invalidate_graphs
 
 __all__ = [
     "DiagnosticError",
@@ -110,6 +111,7 @@ def replace_module(module: ir.Module, text: str, source_name: str = "-") -> None
     the `ir.Module` object the caller holds stays valid.
     """
     new = parse_module(text, module.context, source_name)
+    invalidate_graphs(module)
     with module.context:
         for op in list(module.body.operations):
             op.operation.erase()

@@ -22,6 +22,7 @@ from meshjit.compiler.diagnostics import (
     Diagnostics,
     SourceLoc,
 )
+from meshjit.compiler.graph import graph_session, invalidate_graphs
 from meshjit.compiler.ir import (
     diagnostics_from_mlir_error,
     ir,
@@ -243,22 +244,34 @@ def run_pipeline(
     inst = inst or Instrumentation()
     if diags is None:
         diags = Diagnostics(source_name=source_name, requested=inst.reports)
-    for stage in stages:
-        start = time.perf_counter()
-        _run_stage(stage, module, source_name, diags)
-        inst.timings.append((stage.name, time.perf_counter() - start))
-        if inst.verify_each:
-            verify_module(module, source_name, f"pass '{stage.name}'")
-        if inst.wants_print(stage.name):
-            inst.out.write(f"// -----// IR Dump After {stage.name} //----- //\n")
-            inst.out.write(print_module(module, debug_info=inst.debug_info))
+    with graph_session(module):
+        for stage in stages:
+            _run_timed(stage, module, source_name, inst, diags)
     return diags
+
+
+def _run_timed(
+    stage: Stage,
+    module: ir.Module,
+    source_name: str,
+    inst: Instrumentation,
+    diags: Diagnostics,
+) -> None:
+    start = time.perf_counter()
+    _run_stage(stage, module, source_name, diags)
+    inst.timings.append((stage.name, time.perf_counter() - start))
+    if inst.verify_each:
+        verify_module(module, source_name, f"pass '{stage.name}'")
+    if inst.wants_print(stage.name):
+        inst.out.write(f"// -----// IR Dump After {stage.name} //----- //\n")
+        inst.out.write(print_module(module, debug_info=inst.debug_info))
 
 
 def _run_stage(
     stage: Stage, module: ir.Module, source_name: str, diags: Diagnostics
 ) -> None:
     if isinstance(stage, UpstreamPass):
+        invalidate_graphs(module)
         try:
             with module.context:
                 pm = passmanager.PassManager.parse(f"builtin.module({stage.text})")

@@ -60,13 +60,43 @@ class ReduceScatter:
 @dataclass(frozen=True, slots=True)
 class CollectivePermute:
     """Send each device's block to the device that holds it in the new layout:
-    (source position, target position) pairs; devices absent keep nothing."""
+    (source position, target position) pairs; devices absent keep nothing.
+
+    With `offsets`, each source first cuts out the part the target needs:
+    `offsets[p]` is where, per dim, that part starts in position p's local
+    block; the part has the target's local shape (`dst`'s blocks)."""
 
     axes: DimAxes  # the axes whose coordinates change, for the report
     pairs: tuple[tuple[int, int], ...]
+    dst: Layout = ()  # the layout after the step
+    offsets: tuple[tuple[int, ...], ...] | None = None
+    part: tuple[int, ...] = ()  # the shape cut out (with offsets)
 
 
 Step = AllGather | AllToAll | LocalSlice | AllReduce | ReduceScatter | CollectivePermute
+
+
+def merge_axes(axes: DimAxes, mesh: MeshModel) -> DimAxes:
+    """Merges consecutive sub-axes of one axis (`"y":(1)2, "y":(2)2` becomes
+    `"y"` on a mesh where y=4, `"y":(1)4` where y=8): one spelling per layout."""
+    if len(axes) < 2:
+        return axes
+    out: list[AxisRef] = []
+    for a in axes:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and last.name == a.name
+            and last.is_sub_axis
+            and a.is_sub_axis
+            and last.pre_size * last.full_size(mesh) == a.pre_size
+        ):
+            size = last.full_size(mesh) * a.full_size(mesh)
+            whole = last.pre_size == 1 and size == mesh.axis_size(a.name)
+            out[-1] = AxisRef(a.name) if whole else AxisRef(a.name, last.pre_size, size)
+            continue
+        out.append(a)
+    return tuple(out) if len(out) != len(axes) else axes
 
 
 def _is_prefix(short: DimAxes, long: DimAxes) -> bool:
@@ -93,6 +123,105 @@ def plan_reshard(
         permute = _plan_permute(src, dst, mesh)
         if permute is not None:
             return [permute]
+    steps = _plan_collectives(src, dst, shape, mesh, partial)
+    if not partial and any(isinstance(s, AllGather) for s in steps):
+        # Where every block of `dst` lies inside one block of `src`, cutting
+        # it out and sending it moves one target block per device, which
+        # can beat gathering (e.g. `[{x}]` to `[{y}]` with x=2, y=4).
+        sliced = _plan_slice_permute(src, dst, shape, mesh)
+        if sliced is not None and _elements_sent(
+            [sliced], src, shape, mesh
+        ) < _elements_sent(steps, src, shape, mesh):
+            return [sliced]
+    return steps
+
+
+def _elements_sent(
+    steps: Sequence[Step], src: Layout, shape: Sequence[int], mesh: MeshModel
+) -> int:
+    cur = [list(d) for d in src]
+    total = 0
+    for step in steps:
+        local = _local_shape(shape, cur, mesh)
+        total += step_bytes(step, local, 1, mesh)
+        apply_step(cur, step)
+    return total
+
+
+def _local_shape(
+    shape: Sequence[int], layout: Sequence[Sequence[AxisRef]], mesh: MeshModel
+) -> tuple[int, ...]:
+    return tuple(n // _span(axes, mesh) for n, axes in zip(shape, layout, strict=True))
+
+
+def _block_start(
+    layout: Layout, shape: Sequence[int], mesh: MeshModel, position: int
+) -> tuple[int, ...]:
+    """Where position's block of each dim starts in the global tensor."""
+    starts = []
+    for n, axes in zip(shape, layout, strict=True):
+        index = 0
+        for a in axes:
+            index = index * a.full_size(mesh) + coordinate(mesh, a, position)
+        starts.append(index * (n // _span(axes, mesh)))
+    return tuple(starts)
+
+
+def _plan_slice_permute(
+    src: Layout, dst: Layout, shape: Sequence[int], mesh: MeshModel
+) -> CollectivePermute | None:
+    """One collective-permute of pre-cut parts, when each block of `dst` lies
+    inside one block of `src` (per dim, the dst block size divides the src
+    block size). As many devices hold each src block as need a part of it,
+    so sources and targets pair one to one; a device that holds what it
+    needs is paired with itself."""
+    if len(src) != len(dst) or not shape:
+        return None
+    src_block = []
+    for n, s_axes, d_axes in zip(shape, src, dst, strict=True):
+        s, t = _span(s_axes, mesh), _span(d_axes, mesh)
+        if n % t or n % s or t % s:
+            return None
+        src_block.append(n // s)
+    holders: dict[tuple[int, ...], list[int]] = {}
+    targets: dict[tuple[int, ...], list[int]] = {}
+    want: list[tuple[int, ...]] = []
+    for p in range(mesh.size):
+        holders.setdefault(_block_start(src, shape, mesh, p), []).append(p)
+        start = _block_start(dst, shape, mesh, p)
+        want.append(start)
+        key = tuple(x - x % b for x, b in zip(start, src_block, strict=True))
+        targets.setdefault(key, []).append(p)
+    source_of = [-1] * mesh.size
+    for key, tgts in targets.items():
+        srcs = holders.get(key, [])
+        if len(srcs) != len(tgts):
+            return None
+        free = [p for p in srcs if p not in tgts]
+        for q in tgts:
+            source_of[q] = q if q in srcs else free.pop(0)
+    offsets: list[tuple[int, ...]] = [()] * mesh.size
+    for q, p in enumerate(source_of):
+        origin = _block_start(src, shape, mesh, p)
+        offsets[p] = tuple(w - o for w, o in zip(want[q], origin, strict=True))
+    pairs = tuple(sorted((p, q) for q, p in enumerate(source_of)))
+    moved = tuple(
+        sorted(
+            {a for d in src for a in d} ^ {a for d in dst for a in d},
+            key=str,
+        )
+    )
+    part = _local_shape(shape, dst, mesh)
+    return CollectivePermute(moved, pairs, dst, tuple(offsets), part)
+
+
+def _plan_collectives(
+    src: Layout,
+    dst: Layout,
+    shape: Sequence[int],
+    mesh: MeshModel,
+    partial: DimAxes,
+) -> list[Step]:
     cur = [list(d) for d in src]
     steps: list[Step] = []
     pending = list(partial)
@@ -169,7 +298,7 @@ def _plan_permute(
         # that receives nothing gets zeros.
         pairs.append((p, q))
     moved = tuple(sorted({a for a in used_src if rename.get(a.name) != a}, key=str))
-    return CollectivePermute(moved, tuple(pairs))
+    return CollectivePermute(moved, tuple(pairs), dst)
 
 
 def _span(axes: Sequence[AxisRef], mesh: MeshModel) -> int:
@@ -268,7 +397,11 @@ def step_bytes(
     if isinstance(step, LocalSlice):
         return 0
     if isinstance(step, CollectivePermute):
-        return local if any(p != q for p, q in step.pairs) else 0
+        if not any(p != q for p, q in step.pairs):
+            return 0
+        if step.offsets is not None:
+            return math.prod(step.part) * itemsize
+        return local
     k = _span(step.axes, mesh)
     if isinstance(step, AllGather):
         return local * (k - 1)
@@ -291,8 +424,8 @@ def apply_step(layout: list[list[AxisRef]], step: Step) -> None:
         layout[step.split_dim].extend(step.axes)
     elif isinstance(step, ReduceScatter):
         layout[step.dim].extend(step.axes)
-    elif isinstance(step, CollectivePermute):
-        pass  # the caller knows the target layout; sizes do not change
+    elif isinstance(step, CollectivePermute) and step.dst:
+        layout[:] = [list(d) for d in step.dst]
 
 
 def reshard_bytes(

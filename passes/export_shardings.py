@@ -29,17 +29,24 @@ from meshjit.passes.propagation.build import SHARDING, sh_text, to_sh
 from meshjit.passes.propagation.core import Sh
 
 
-def even_boundary(sh: Sh, shape: tuple[int, ...], sizes: Mapping[str, int]) -> Sh:
-    """Keeps per dim the major axes whose product divides it; an open dim also
-    stops at its first sub-axis (Shardy's update-non-divisible-input-output-
-    shardings and remove-sub-axes-in-input-output-shardings)."""
+def even_boundary(
+    sh: Sh,
+    shape: tuple[int, ...],
+    sizes: Mapping[str, int],
+    keep_sub_axes: bool = False,
+) -> Sh:
+    """Keeps per dim the major axes whose product divides it; an open dim of
+    a public function also stops at its first sub-axis (Shardy's
+    update-non-divisible-input-output-shardings and
+    remove-sub-axes-in-input-output-shardings; a private callee keeps its
+    sub-axes, so that its body is partitioned like its call sites)."""
     dims: list[tuple[Ax, ...]] = []
     for size, axes, closed in zip(shape, sh.dims, sh.closed, strict=True):
         left = size
         kept: list[Ax] = []
         for a in axes:
             sub = a[1] != 1 or a[2] != sizes.get(a[0], a[2])
-            if (sub and not closed) or gcd(left, a[2]) != a[2]:
+            if (sub and not closed and not keep_sub_axes) or gcd(left, a[2]) != a[2]:
                 break
             kept.append(a)
             left //= a[2]
@@ -70,7 +77,10 @@ class ExportShardingsPass(ModulePass):
         plan = AttrPlan()
 
         def convert(
-            text: str, loc: SourceLoc, boundary: tuple[int, ...] | None
+            text: str,
+            loc: SourceLoc,
+            boundary: tuple[int, ...] | None,
+            keep_sub_axes: bool = False,
         ) -> str | None:
             try:
                 ts = parse_sharding(text)
@@ -81,7 +91,7 @@ class ExportShardingsPass(ModulePass):
             if sizes is None:
                 diags.error(loc, f"sharding names unknown mesh @{ts.mesh_name}")
                 return None
-            return self._body(to_sh(ts, sizes), sizes, boundary)
+            return self._body(to_sh(ts, sizes), sizes, boundary, keep_sub_axes)
 
         for func in graph.funcs():
             block = func.regions[0][0] if func.regions and func.regions[0] else None
@@ -89,6 +99,15 @@ class ExportShardingsPass(ModulePass):
                 continue
             types = [graph.value(v).shape for v in block.args]
             fid = func.id
+            private = func.attr("sym_visibility") == "private"
+
+            def put_convert(
+                text: str,
+                loc: SourceLoc,
+                shape: tuple[int, ...] | None,
+                private: bool = private,
+            ) -> str | None:
+                return convert(text, loc, shape, private)
 
             def put_arg(i: int, t: str, fid: int = fid) -> None:
                 plan.set_arg(fid, i, SHARDING, t)
@@ -96,14 +115,17 @@ class ExportShardingsPass(ModulePass):
             def put_result(i: int, t: str, fid: int = fid) -> None:
                 plan.set_result(fid, i, SHARDING, t)
 
-            self._boundary(func.attr("arg_attrs"), types, func.loc, convert, put_arg)
+            self._boundary(
+                func.attr("arg_attrs"), types, func.loc, put_convert, put_arg
+            )
             ret = [
                 graph.node(n) for n in block.nodes if graph.node(n).op == "func.return"
             ]
             rtypes = [graph.value(v).shape for v in ret[0].operands] if ret else []
             self._boundary(
-                func.attr("res_attrs"), rtypes, func.loc, convert, put_result
+                func.attr("res_attrs"), rtypes, func.loc, put_convert, put_result
             )
+        seen: dict[str, str] = {}
         for node in graph.walk():
             if node.op in ("sdy.sharding_constraint", "sdy.reshard"):
                 text = node.attr("sharding")
@@ -121,27 +143,34 @@ class ExportShardingsPass(ModulePass):
                 per_value = node.attr(name)
                 if not isinstance(per_value, Opaque):
                     continue
-                try:
-                    shardings = parse_sharding_per_value(per_value.text)
-                except ShardingError as err:
-                    diags.error(node.loc, f"bad {name}: {err}")
-                    continue
-                bodies = []
-                for ts in shardings:
-                    sizes = meshes.get(ts.mesh_name, {})
-                    bodies.append(self._body(to_sh(ts, sizes), sizes, None))
-                plan.set_op(
-                    node.id,
-                    name,
-                    "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>",
-                )
+                # Shardings repeat across a module (layers): convert each
+                # distinct text once.
+                exported = seen.get(per_value.text)
+                if exported is None:
+                    try:
+                        shardings = parse_sharding_per_value(per_value.text)
+                    except ShardingError as err:
+                        diags.error(node.loc, f"bad {name}: {err}")
+                        continue
+                    bodies = []
+                    for ts in shardings:
+                        sizes = meshes.get(ts.mesh_name, {})
+                        bodies.append(self._body(to_sh(ts, sizes), sizes, None))
+                    exported = "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>"
+                    seen[per_value.text] = exported
+                if exported != per_value.text:
+                    plan.set_op(node.id, name, exported)
         write_attrs(module, plan)
 
     def _body(
-        self, sh: Sh, sizes: Mapping[str, int], boundary: tuple[int, ...] | None
+        self,
+        sh: Sh,
+        sizes: Mapping[str, int],
+        boundary: tuple[int, ...] | None,
+        keep_sub_axes: bool = False,
     ) -> str:
         if boundary is not None:
-            sh = even_boundary(sh, boundary, sizes)
+            sh = even_boundary(sh, boundary, sizes, keep_sub_axes)
         return sh_text(sh, sizes, closed=self.close_shardings)
 
     def _boundary(

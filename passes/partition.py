@@ -44,6 +44,7 @@ from meshjit.dialects.reshard import (
     Step,
     apply_step,
     axis_stride,
+    merge_axes,
     neighbor_pairs,
     plan_reshard,
     replica_groups,
@@ -160,7 +161,7 @@ class Collective:
     """One collective the partitioner inserted, and why."""
 
     kind: str  # "all-gather", "all-reduce", ...
-    axes: tuple[str, ...]
+    axes: tuple[str, ...]  # as Shardy prints them: '"x"', '"y":(2)2'
     bytes_per_device: int
     op: str  # the op that needed it
     loc: SourceLoc
@@ -191,7 +192,7 @@ class PartitionReport:
     def collectives_text(self) -> str:
         lines = ["collectives inserted by partition (bytes sent per device):"]
         for c in self.collectives:
-            axes = ",".join(f'"{a}"' for a in c.axes)
+            axes = ",".join(c.axes)
             lines.append(
                 f"  {c.kind:<15} axes {{{axes}}} {c.bytes_per_device:>10} B  "
                 f"{c.op} at {c.loc}: {c.reason}"
@@ -255,6 +256,10 @@ class _Scope:
         self.parent = parent
         self.names: dict[int, str] = {}  # graph value id -> local SSA name
         self.cache: dict[object, str] = {}  # coordinate/constant values
+        # Other layouts a value is available in locally (graph value id ->
+        # [(layout, SSA name)]): what an op computed before its result was
+        # resharded, and earlier reshards. A later use picks the cheapest.
+        self.versions: dict[int, list[tuple[Layout, str]]] = {}
 
     def lookup(self, vid: int) -> str | None:
         scope: _Scope | None = self
@@ -263,6 +268,14 @@ class _Scope:
                 return scope.names[vid]
             scope = scope.parent
         return None
+
+    def versions_of(self, vid: int) -> list[tuple[Layout, str]]:
+        found: list[tuple[Layout, str]] = []
+        scope: _Scope | None = self
+        while scope is not None:
+            found += scope.versions.get(vid, ())
+            scope = scope.parent
+        return found
 
     def cached(self, key: object) -> str | None:
         scope: _Scope | None = self
@@ -452,6 +465,56 @@ class _Emitter:
             return index
         return self.binary("stablehlo.multiply", index, self.const_i32(block))
 
+    def per_position(self, values: Sequence[int]) -> str:
+        """A scalar that is `values[p]` on the device at mesh position p."""
+        if len(set(values)) == 1:
+            return self.const_i32(values[0])
+        key = ("per-position", tuple(values))
+        found = self.scope.cached(key)
+        if found is not None:
+            return found
+        n = len(values)
+        table = self.op(
+            "stablehlo.constant",
+            [],
+            [],
+            [f"tensor<{n}xi32>"],
+            {"value": f"dense<[{', '.join(map(str, values))}]> : tensor<{n}xi32>"},
+        )[0]
+        one = self.op(
+            "stablehlo.dynamic_slice",
+            [table, self.partition_position()],
+            [f"tensor<{n}xi32>", "tensor<i32>"],
+            ["tensor<1xi32>"],
+            {"slice_sizes": "array<i64: 1>"},
+        )[0]
+        value = self.op("stablehlo.reshape", [one], ["tensor<1xi32>"], ["tensor<i32>"])[
+            0
+        ]
+        self.scope.cache[key] = value
+        return value
+
+    def cut(
+        self,
+        name: str,
+        t_in: str,
+        offsets: Sequence[Sequence[int]],
+        part: Sequence[int],
+        dtype: str,
+    ) -> str:
+        """This device's `part`-shaped piece of its block at `offsets[position]`."""
+        starts = [
+            self.per_position([row[d] for row in offsets]) for d in range(len(part))
+        ]
+        sizes = ", ".join(map(str, part))
+        return self.op(
+            "stablehlo.dynamic_slice",
+            [name, *starts],
+            [t_in, *(["tensor<i32>"] * len(starts))],
+            [_tensor_type(part, dtype)],
+            {"slice_sizes": f"array<i64: {sizes}>" if sizes else "array<i64>"},
+        )[0]
+
     # -- collectives -----------------------------------------------------------
 
     def groups_attr(self, axes: Sequence[AxisRef]) -> str:
@@ -524,7 +587,7 @@ class _Emitter:
                 {"slice_sizes": f"array<i64: {sizes}>" if sizes else "array<i64>"},
             )[0]
         moved = step_bytes(step, local_before, itemsize(dtype), self.mesh)
-        axes_names = tuple(_axis_text(a).strip('"') for a in step.axes)
+        axes_names = tuple(_axis_text(a) for a in step.axes)
         if isinstance(step, CollectivePermute):
             self.report.collectives.append(
                 Collective(
@@ -533,6 +596,9 @@ class _Emitter:
             )
             rows = ", ".join(f"[{a}, {b}]" for a, b in step.pairs)
             pairs = f"dense<[{rows}]> : tensor<{len(step.pairs)}x2xi64>"
+            if step.offsets is not None:
+                name = self.cut(name, t_in, step.offsets, step.part, dtype)
+                t_in = _tensor_type(step.part, dtype)
             return self.op(
                 "stablehlo.collective_permute",
                 [name],
@@ -677,11 +743,24 @@ class _Emitter:
         found = self.scope.cached(key)
         if found is not None:
             return found
+        name = self.name(vid)
+        if not partial:
+            # Start from whichever local copy of the value is cheapest to
+            # take to `dst` (a replicated copy an op computed before its
+            # result was sliced costs nothing to slice again).
+            size = itemsize(v.dtype)
+            best = reshard_bytes(src, dst, v.shape, size, self.mesh)
+            for lay, other in self.scope.versions_of(vid):
+                cost = reshard_bytes(lay, dst, v.shape, size, self.mesh)
+                if cost < best:
+                    best, src, name = cost, lay, other
+            if src == dst:
+                return name
         text = f"{reason}: {_layout_text(src)} -> {_layout_text(dst)}"
         if partial:
             text += f" (partial over {','.join(_axis_text(a) for a in partial)})"
         name = self.reshard(
-            self.name(vid),
+            name,
             v.shape,
             v.dtype,
             src,
@@ -690,6 +769,7 @@ class _Emitter:
             partial,
         )
         self.scope.cache[key] = name
+        self.scope.versions.setdefault(vid, []).append((dst, name))
         return name
 
     def bind_result(
@@ -714,6 +794,8 @@ class _Emitter:
             self.scope.names[vid] = name
             return
         if v.shape is not None and (produced != target or partial):
+            if not partial:
+                self.scope.versions.setdefault(vid, []).append((produced, name))
             text = f"result: {_layout_text(produced)} -> {_layout_text(target)}"
             if partial:
                 text += (
@@ -1080,7 +1162,7 @@ class _Emitter:
             return
         combiner = _combiner(self.graph, node)
         factors = self.choose_factors(node, rule, combiner)
-        wants = [_project(t, factors) for t in rule.operands]
+        wants = [_project(t, factors, self.mesh) for t in rule.operands]
         pending = {
             i: self.deferred[v][1]
             for i, v in enumerate(node.operands)
@@ -1095,7 +1177,7 @@ class _Emitter:
                 operands.append(self.name(vid))  # still partial: the op is linear
             else:
                 operands.append(self.value_reshard(vid, want, node, f"operand {i}"))
-        produced = [_project(t, factors) for t in rule.results]
+        produced = [_project(t, factors, self.mesh) for t in rule.results]
         partial = tuple(
             a
             for f in range(rule.num_factors)
@@ -1104,7 +1186,7 @@ class _Emitter:
         )
         partial += tuple(a for a in carried if a not in partial)
         in_types = [
-            self.local_type(v, _project(t, factors))
+            self.local_type(v, _project(t, factors, self.mesh))
             for v, t in zip(node.operands, rule.operands, strict=True)
         ]
         out_types = [
@@ -1120,7 +1202,7 @@ class _Emitter:
             )
             attrs["padding"] = _padding_text(node, split_halos)
         if node.op == "stablehlo.scatter" and len(node.operands) == 3:
-            operand_layout = _project(rule.operands[0], factors)
+            operand_layout = _project(rule.operands[0], factors, self.mesh)
             if any(operand_layout):
                 name = self.local_scatter(
                     node, operands, in_types, out_types[0], attrs, operand_layout
@@ -1128,7 +1210,7 @@ class _Emitter:
                 self.bind_result(node.results[0], name, produced[0], node)
                 return
         if node.op == "stablehlo.gather" and partial:
-            table_layout = _project(rule.operands[0], factors)
+            table_layout = _project(rule.operands[0], factors, self.mesh)
             names = [
                 self.masked_gather(
                     node, operands, in_types, out_types[0], attrs, table_layout
@@ -1474,7 +1556,7 @@ class _Emitter:
                 self.report.collectives.append(
                     Collective(
                         "collective-permute",
-                        tuple(_axis_text(a).strip('"') for a in axes),
+                        tuple(_axis_text(a) for a in axes),
                         moved,
                         "stablehlo.convolution",
                         halo.loc,
@@ -1596,7 +1678,7 @@ class _Emitter:
         factor, a factor's axes must divide its size, and factors the op
         cannot split locally stay unsplit."""
         factors: list[list[AxisRef]] = [[] for _ in range(rule.num_factors)]
-        used: set[str] = set()
+        used: list[AxisRef] = []
         forbidden = _unsplittable_factors(self.graph, node, rule)
         halos = _halo_factors(self.graph, node, rule)
         tiled = _tiled_window_factors(self.graph, node, rule)
@@ -1632,7 +1714,7 @@ class _Emitter:
                 if factors[f] or not allowed(f):
                     continue
                 for a in axes:
-                    if a.name in used:
+                    if any(a.overlaps(u, self.mesh) for u in used):
                         break
                     span = _span([*factors[f], a], self.mesh)
                     if rule.sizes[f] % span != 0:
@@ -1640,7 +1722,7 @@ class _Emitter:
                     if f in halos and rule.sizes[f] // span < halos[f].width:
                         break  # a block must hold the whole halo
                     factors[f].append(a)
-                used.update(a.name for a in factors[f])
+                used.extend(factors[f])
         _keep_compound_dims_valid(rule, factors, self.mesh)
         return [tuple(f) for f in factors]
 
@@ -1658,11 +1740,11 @@ class _Emitter:
         total = 0
         none: DimAxes = ()
         pairs: list[tuple[int, Layout, Layout, DimAxes]] = [
-            (vid, self.layout(vid), _project(t, factors), none)
+            (vid, self.layout(vid), _project(t, factors, self.mesh), none)
             for vid, t in zip(node.operands, rule.operands, strict=True)
         ]
         pairs += [
-            (vid, _project(t, factors), self.layout(vid), partial)
+            (vid, _project(t, factors, self.mesh), self.layout(vid), partial)
             for vid, t in zip(node.results, rule.results, strict=True)
         ]
         for vid, src, dst, part in pairs:
@@ -1688,7 +1770,7 @@ class _Emitter:
         }
         if node.op == "stablehlo.slice":
             operand = self.graph.value(node.operands[0])
-            lay = _project(rule.operands[0], factors)
+            lay = _project(rule.operands[0], factors, self.mesh)
             assert operand.shape is not None
             local = self.local_shape(operand.shape, lay)
             limits = list(_ints(node.attrs.get("limit_indices")))
@@ -1699,7 +1781,7 @@ class _Emitter:
         if node.op == "stablehlo.gather":
             operand = self.graph.value(node.operands[0])
             assert operand.shape is not None
-            lay = _project(rule.operands[0], factors)
+            lay = _project(rule.operands[0], factors, self.mesh)
             local = self.local_shape(operand.shape, lay)
             sizes = list(_ints(node.attrs.get("slice_sizes")))
             for d, axes in enumerate(lay):
@@ -1986,8 +2068,15 @@ def _keep_compound_dims_valid(
                         whole = False
 
 
-def _project(tensor: Sequence[tuple[int, ...]], factors: Sequence[DimAxes]) -> Layout:
-    return tuple(tuple(a for f in dims for a in factors[f]) for dims in tensor)
+def _project(
+    tensor: Sequence[tuple[int, ...]], factors: Sequence[DimAxes], mesh: MeshModel
+) -> Layout:
+    """A tensor's layout from its factors' axes; consecutive sub-axes that
+    factors split an axis into are merged back (`"y":(1)2, "y":(2)2` is "y"),
+    so that the same layout always has the same spelling."""
+    return tuple(
+        merge_axes(tuple(a for f in dims for a in factors[f]), mesh) for dims in tensor
+    )
 
 
 def _captured_values(graph: Graph, node: Node) -> list[int]:

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from meshjit.compiler.diagnostics import Diagnostics, SourceLoc
+from meshjit.compiler.diagnostics import Diagnostics, Severity, SourceLoc
 from meshjit.compiler.graph import AttrPlan, Graph, Node, Opaque, SymbolRef
 from meshjit.dialects.rules import ShardingRule
 from meshjit.dialects.sdy_text import (
@@ -349,9 +349,10 @@ class _Builder:
         return returns
 
     def rewire_constraint_chains(self) -> None:
-        """Shardy's apply-sharding-constraints: when an unsharded value feeds a
-        chain of two or more sharding constraints (each but the last used only
-        by the next), its uses after the chain read the chain's last value."""
+        """Shardy's apply-sharding-constraints: when an unsharded value (not
+        itself a constraint's result) feeds a chain of two or more sharding
+        constraints (each but the last used only by the next), its uses after
+        the chain read the chain's last value."""
         g = self.g
         block_of: dict[int, int] = {}
         for node in g.walk():
@@ -363,6 +364,9 @@ class _Builder:
             if node.op != "sdy.sharding_constraint" or not node.operands:
                 continue
             v = node.operands[0]
+            owner = g.value(v).owner
+            if owner >= 0 and g.node(owner).op == "sdy.sharding_constraint":
+                continue  # not the head of its chain
             users = g.users(v)
             constraining = [u for u in users if g.node(u).op in _CONSTRAINING]
             if constraining != [node.id] or self._has_sharding(v):
@@ -867,7 +871,21 @@ def _stage0(op: str) -> int:
 
 
 def build_problem(graph: Graph, diags: Diagnostics) -> Built:
-    return _Builder(graph, diags).build()
+    """The propagation problem of `graph`; built once per unchanged graph (the
+    passes of a pipeline share it), its warnings reported again on reuse."""
+    memo = graph.memo.get("propagation-problem")
+    if isinstance(memo, tuple):
+        built, emitted, keys = memo
+        diags.replay(emitted, keys)
+        return built  # type: ignore[no-any-return]
+    before = len(diags.items)
+    keys_before = diags.warned_keys
+    built = _Builder(graph, diags).build()
+    emitted = tuple(diags.items[before:])
+    if not any(d.severity is Severity.ERROR for d in emitted):
+        keys = diags.warned_keys - keys_before
+        graph.memo["propagation-problem"] = (built, emitted, keys)
+    return built
 
 
 # ---------------------------------------------------------------------------

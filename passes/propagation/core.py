@@ -605,6 +605,11 @@ def _stage_direction(op: POp, factor: int, stage: int, op_priority: bool) -> int
     """Shardy's op-priority schedule; stage k allows the union of stages 0..k."""
     if op.kind is OpKind.BARRIER:
         return op.barrier
+    if op.rule.kind(factor) is FactorKind.BLOCKED:
+        # Shardy's blocked_propagation: a factor whose size differs between
+        # operand and result (dynamic_slice, gather offsets, rfft) carries no
+        # sharding either way; each side keeps what it has.
+        return NONE
     if not op_priority or stage >= _LAST_STAGE:
         return BOTH
     direction = NONE if stage == 0 and op.multi_use else op.stage0
@@ -741,6 +746,8 @@ class Propagator:
         self._dirs_cache: dict[tuple[object, ...], tuple[int, ...] | None] = {}
         self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._identity_of: dict[int, tuple[ShardingRule, bool]] = {}
+        self._outcomes: dict[tuple[object, ...], tuple[Sh | None, ...]] = {}
+        self._rules: dict[int, ShardingRule] = {}
 
     # -- priorities ---------------------------------------------------------
 
@@ -903,6 +910,10 @@ class Propagator:
         current: int,
         op: POp | None,
     ) -> bool:
+        if not self.record:
+            return self._apply_outcome(
+                operands, results, rule, directions, elementwise, current, op
+            )
         state = self.state
         # One mesh for all tensors, and some axis to propagate.
         mesh: str | None = None
@@ -977,6 +988,105 @@ class Propagator:
             ):
                 changed = True
         return changed
+
+    def _apply_outcome(
+        self,
+        operands: Sequence[int],
+        results: Sequence[int],
+        rule: ShardingRule,
+        directions: Sequence[int],
+        elementwise: bool,
+        current: int,
+        op: POp | None,
+    ) -> bool:
+        """`_apply_rule` without provenance. What a rule does depends only on
+        the rule, the directions and the tensors' shardings, and in a real
+        program the same combination recurs (every layer of a model): each
+        distinct one is computed once."""
+        state = self.state
+        # Rules are keyed by identity; holding each keeps its id unique.
+        self._rules.setdefault(id(rule), rule)
+        key = (
+            id(rule),
+            directions,
+            elementwise,
+            *[state[v] for v in operands],
+            *[state[v] for v in results],
+        )
+        outcome = self._outcomes.get(key)
+        if outcome is None:
+            outcome = self._outcome(operands, results, rule, directions, elementwise)
+            self._outcomes[key] = outcome
+        if not outcome:
+            return False
+        changed = False
+        for v, new in zip((*operands, *results), outcome, strict=True):
+            if new is not None and self._update(
+                v, new, current, op, "", (), (), (), ()
+            ):
+                changed = True
+        return changed
+
+    def _outcome(
+        self,
+        operands: Sequence[int],
+        results: Sequence[int],
+        rule: ShardingRule,
+        directions: Sequence[int],
+        elementwise: bool,
+    ) -> tuple[Sh | None, ...]:
+        """The new sharding of each tensor (None: unchanged); () if none."""
+        state = self.state
+        tensors = (*operands, *results)
+        mesh: str | None = None
+        sharded = False
+        for v in tensors:
+            sh = state[v]
+            if sh is None:
+                continue
+            if mesh is None:
+                mesh = sh.mesh
+            elif sh.mesh != mesh:
+                return ()
+            if not sharded and sh.has_axes():
+                sharded = True
+        if mesh is None or not sharded:
+            return ()
+        out: list[Sh | None] = [None] * len(tensors)
+        if self._identity(rule):
+            fill = _identity_fill(state, operands, results, directions)
+            if fill is not None:
+                dims, slots = fill
+                if not slots:
+                    return ()
+                new = Sh(mesh, dims, (False,) * len(dims))
+                for v in slots:
+                    out[tensors.index(v)] = new
+                return tuple(out)
+        sizes = rule.sizes
+        ops_tp = [
+            project(state[v], rule.operands[k], sizes) for k, v in enumerate(operands)
+        ]
+        res_tp = [
+            project(state[v], rule.results[k], sizes) for k, v in enumerate(results)
+        ]
+        upd_ops, upd_res, _, _ = propagate_factors(
+            ops_tp,
+            res_tp,
+            rule,
+            directions,
+            self.o.strategy,
+            elementwise,
+            self.o.conservative,
+        )
+        for k in range(len(operands)):
+            if upd_ops[k]:
+                out[k] = unproject(ops_tp[k], rule.operands[k], sizes, mesh)
+        n = len(operands)
+        for k in range(len(results)):
+            if upd_res[k]:
+                out[n + k] = unproject(res_tp[k], rule.results[k], sizes, mesh)
+        return tuple(out) if any(x is not None for x in out) else ()
 
     def _manual(self, i: int, op: POp, dirs: Sequence[int]) -> bool:
         """Propagates the free axes between a global boundary sharding and

@@ -118,3 +118,60 @@ def test_complex_constants_are_read_from_their_printed_form() -> None:
         "dense<[(1.000000e+00,2.000000e+00), (3.000000e+00,4.000000e+00)]> "
         ": tensor<2xcomplex<f32>>"
     )
+
+
+def _snapshot(graph: object) -> list[tuple[object, ...]]:
+    from meshjit.compiler.graph import Graph
+
+    assert isinstance(graph, Graph)
+    return [
+        (n.op, n.operands, n.results, dict(n.attrs), dict(n.attr_text), n.loc)
+        for n in graph.nodes
+    ]
+
+
+@pytest.mark.parametrize("keep_attr_text", [False, True])
+def test_a_session_graph_after_write_attrs_equals_a_fresh_read(
+    features_text: str, keep_attr_text: bool
+) -> None:
+    """Passes of a pipeline share one read; what write_attrs changes reaches
+    the shared graph exactly as a new walk of the module would read it."""
+    from meshjit.compiler.graph import graph_session
+
+    module = parse_module(features_text, make_context(), "features.mlir")
+    with graph_session(module):
+        graph = read_graph(module, "features.mlir", keep_attr_text=keep_attr_text)
+        assert read_graph(module, "features.mlir") is graph
+        dot = next(n for n in graph.walk() if n.op == "stablehlo.dot_general")
+        main = graph.node(graph.symbols["main"])
+        plan = AttrPlan()
+        plan.set_op(
+            dot.id,
+            "sdy.sharding",
+            '#sdy.sharding_per_value<[<@mesh, [{"x", ?}, {?}]>]>',
+        )
+        plan.set_arg(main.id, 0, "sdy.sharding", '#sdy.sharding<@mesh, [{}, {"y"}]>')
+        plan.set_result(main.id, 0, "sdy.sharding", None)
+        graph.memo["derived"] = 1
+        write_attrs(module, plan)
+        assert graph.memo == {}
+        shared = read_graph(module, "features.mlir", keep_attr_text=keep_attr_text)
+        assert shared is graph
+    fresh = read_graph(module, "features.mlir", keep_attr_text=keep_attr_text)
+    assert fresh is not graph
+    assert _snapshot(shared) == _snapshot(fresh)
+
+
+def test_rebuilding_the_module_drops_the_session_graph(features_text: str) -> None:
+    from meshjit.compiler.graph import graph_session
+    from meshjit.compiler.ir import replace_module
+
+    module = parse_module(features_text, make_context(), "features.mlir")
+    with graph_session(module):
+        graph = read_graph(module, "features.mlir")
+        replace_module(module, print_module(module), "features.mlir")
+        assert read_graph(module, "features.mlir") is not graph
+    # outside a session every read walks the module
+    assert read_graph(module, "features.mlir") is not read_graph(
+        module, "features.mlir"
+    )

@@ -13,7 +13,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -63,15 +62,14 @@ def test_sub_axis_sharding_reaches_the_callee_of_a_nested_jit() -> None:
     assert ours >= theirs > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="propagation (passes/propagation) leaves the arg/result shardings of "
-    "a callee func replicated when the call's sharding has sub-axes "
-    '([{"y":(1)2}, {"y":(2)2, "x"}] from reshaping a {"y","x"} dim of 16 to '
-    "2x8); Shardy writes them on the callee, so meshjit's partitioner gathers "
-    "at the call boundary and moves 240 B/device instead of 208 B",
-)
 def test_sub_axis_callee_moves_no_more_bytes_than_shardy() -> None:
+    """export-shardings dropped sub-axes from every function's boundary, so the
+    callee's arg/result shardings ([{"y":(1)2}, {"y":(2)2, "x"}] from reshaping
+    a {"y","x"} dim of 16 to 2x8) came out replicated and the partitioner
+    gathered at the call (240 B/device against 208 B for Shardy's shardings).
+    Only a public function's boundary loses its sub-axes now (as in Shardy); the
+    partitioner also lets sub-axes of one axis serve different factors and
+    merges "y":(1)2, "y":(2)2 back into "y", so the reshape moves nothing."""
     ours, theirs, callee_arg = _propagated_bytes()
     assert callee_arg, "callee argument left replicated"
     assert ours <= theirs
@@ -135,15 +133,12 @@ def test_scatter_add_into_operand_split_by_the_output_sharding() -> None:
 MESH42 = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="propagation pushes the result sharding of a dynamic_slice back into "
-    'the operand\'s sliced dim ("y" onto dim 0 of size 3, uneven for y=2), '
-    "where Shardy keeps that dim replicated (a sliced dim of dynamic_slice is "
-    "not a pass-through factor); meshjit then moves 72 B/device, Shardy's "
-    "choice 0 B (rule in dialects/stablehlo_rules.py or passes/propagation)",
-)
 def test_dynamic_slice_result_sharding_does_not_flow_into_the_sliced_dim() -> None:
+    """Propagation pushed the result sharding of a dynamic_slice back into the
+    operand's sliced dim ("y" onto dim 0 of size 3, uneven for y=2) and moved
+    72 B/device where Shardy's choice moves 0 B: the sliced dim's factor is in
+    the rule's `blocked_propagation` list, which propagation did not honour."""
+
     def f(v: jax.Array) -> jax.Array:
         return jax.lax.dynamic_slice_in_dim(v * 2, 1, 2, axis=0)
 
@@ -159,14 +154,10 @@ def test_dynamic_slice_result_sharding_does_not_flow_into_the_sliced_dim() -> No
     assert _partition_bytes(ours) <= _partition_bytes(theirs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='same root cause, forward: the operand\'s "y" on the sliced dim of a '
-    "dynamic_slice flows into the result's dim of size 1 (uneven), and the "
-    "partitioner moves 80 B/device where Shardy's choice (dim replicated) "
-    "moves 32 B",
-)
 def test_dynamic_slice_operand_sharding_does_not_flow_into_the_sliced_dim() -> None:
+    """Same root cause, forward: the operand's "y" on the sliced dim flowed into
+    the result's dim of size 1 (80 B/device against Shardy's 32 B)."""
+
     def f(v: jax.Array) -> jax.Array:
         return jax.lax.dynamic_slice_in_dim(v, 0, 1, axis=1)
 
@@ -182,14 +173,13 @@ def test_dynamic_slice_operand_sharding_does_not_flow_into_the_sliced_dim() -> N
     assert _partition_bytes(ours) <= _partition_bytes(theirs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='propagation puts "x" on the concatenated dim of both concatenates '
-    "(from the one sharded operand); Shardy leaves them replicated (the "
-    "concatenate dim is not a pass-through factor there), and the partitioner "
-    "then moves 144 B/device for meshjit's choice against 48 B for Shardy's",
-)
 def test_concatenate_of_concatenates_moves_no_more_bytes_than_shardy() -> None:
+    """Both concatenates get "x" on the concatenated dim (as Shardy's propagation
+    gives them; its explicit-reshard step then computes the first one
+    replicated). The partitioner computed the first replicated too, sliced it,
+    and all-gathered it again for the second (144 B/device against 48 B); it
+    now reuses the copy it computed before slicing."""
+
     def f(a: jax.Array, b: jax.Array) -> jax.Array:
         ab = jnp.concatenate([a, b])
         return jnp.concatenate([ab, ab])

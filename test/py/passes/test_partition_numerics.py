@@ -128,7 +128,29 @@ RESHARDS = [
     ("2x2x2", P(None, "z"), P(("x", "y", "z"), None)),
     ("2x2x2", P("x", "y"), P("y", "x")),  # collective-permute
     ("2x2x2", P(("x", "y"), "z"), P(("z", "x"), "y")),  # collective-permute
+    # each new block lies inside one old block: cut it out, then permute
+    ("2x4", P("x", None), P("y", None)),
+    ("2x4", P(None, "x"), P(None, "y")),
+    ("2x4", P("x", None), P("y", "x")),
+    ("2x2x2", P("z", None), P(("y", "x"), None)),
+    ("2x2x2", P("x", "y"), P(("y", "z"), ("x",))),
 ]
+
+
+@pytest.mark.parametrize(
+    ("mesh", "src", "dst"),
+    [("2x4", P("x", None), P("y", None)), ("2x2x2", P("z", None), P(("y", "x"), None))],
+)
+def test_nested_blocks_move_by_one_cut_and_permute(mesh: str, src: P, dst: P) -> None:
+    """[{x}] -> [{y}] with x=2, y=4: every y block lies in one x block, so each
+    device sends one y block (a quarter of the rows) instead of gathering the
+    other x block (half of them)."""
+    x = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
+    got, want, _ = run_both(lambda a: a * 1.0, [x], mesh_of(mesh), [src], dst)
+    close(got, want, exact=True)
+    (c,) = LAST_REPORT[0].collectives
+    assert c.kind == "collective-permute"
+    assert c.bytes_per_device == x.nbytes // 4
 
 
 @pytest.mark.parametrize(("mesh", "src", "dst"), RESHARDS)
@@ -158,7 +180,7 @@ def test_megatron_mlp_needs_one_all_reduce() -> None:
     close(got, want)
     (only,) = LAST_REPORT[0].collectives
     activations = (8 // 2) * 16 * 4  # local [B/x, D] f32
-    assert (only.kind, only.axes) == ("all-reduce", ("y",))
+    assert (only.kind, only.axes) == ("all-reduce", ('"y"',))
     assert only.bytes_per_device == all_reduce_bytes(activations, 4)
     assert "total: 1 collectives (all-reduce x1)" in report
 
@@ -179,7 +201,7 @@ def test_megatron_attention_needs_one_all_reduce() -> None:
     close(got, want)
     (only,) = LAST_REPORT[0].collectives
     activations = (4 // 2) * 8 * 32 * 4
-    assert (only.kind, only.axes) == ("all-reduce", ("y",))
+    assert (only.kind, only.axes) == ("all-reduce", ('"y"',))
     assert only.bytes_per_device == all_reduce_bytes(activations, 4)
 
 
@@ -197,7 +219,10 @@ def test_fsdp_gathers_params_once_and_reduce_scatters_grads_once() -> None:
     )
     close(got, want)
     kinds = sorted((c.kind, c.axes) for c in LAST_REPORT[0].collectives)
-    assert kinds == [("all-gather", ("x", "y")), ("reduce-scatter", ("x", "y"))]
+    assert kinds == [
+        ("all-gather", ('"x"', '"y"')),
+        ("reduce-scatter", ('"x"', '"y"')),
+    ]
     params = 32 * 16 * 4
     for c in LAST_REPORT[0].collectives:
         assert c.bytes_per_device == params * 7 // 8  # 7 of 8 blocks cross the wire
