@@ -1002,16 +1002,24 @@ class Propagator:
         """`_apply_rule` without provenance. What a rule does depends only on
         the rule, the directions and the tensors' shardings, and in a real
         program the same combination recurs (every layer of a model): each
-        distinct one is computed once."""
+        distinct one is computed once (keyed also by which tensors are the
+        same value)."""
         state = self.state
         # Rules are keyed by identity; holding each keeps its id unique.
         self._rules.setdefault(id(rule), rule)
+        tensors = (*operands, *results)
+        # Which positions name the same value matters too (`multiply %a, %a`).
+        aliasing = (
+            None
+            if len(set(tensors)) == len(tensors)
+            else tuple(tensors.index(v) for v in tensors)
+        )
         key = (
             id(rule),
             directions,
             elementwise,
-            *[state[v] for v in operands],
-            *[state[v] for v in results],
+            aliasing,
+            *[state[v] for v in tensors],
         )
         outcome = self._outcomes.get(key)
         if outcome is None:
@@ -1020,7 +1028,7 @@ class Propagator:
         if not outcome:
             return False
         changed = False
-        for v, new in zip((*operands, *results), outcome, strict=True):
+        for v, new in zip(tensors, outcome, strict=True):
             if new is not None and self._update(
                 v, new, current, op, "", (), (), (), ()
             ):
