@@ -149,6 +149,10 @@ class _Builder:
         self.rule_cache: dict[object, ShardingRule | None] = {}
         self.call_stack: list[int] = []
         self.constant_like: set[int] = set()
+        # Constant expressions proper: what a constant-preserving op of them
+        # yields is one too; a broadcast of a scalar is split per use but is
+        # not a constant, so ops of it are not split (as in Shardy).
+        self.constant_exprs: set[int] = set()
         # (user node, value) -> value it reads instead (constraint chains)
         self.rewired: dict[tuple[int, int], int] = {}
         self.use_count: dict[int, int] = {}
@@ -505,14 +509,16 @@ class _Builder:
         if node.regions or node.op in _IMPURE:
             return
         if node.op in _CONSTANT_LEAVES:
+            self.constant_exprs.update(node.results)
             self.constant_like.update(node.results)
             return
         preserving = node.op in _CONSTANT_PRESERVING or _is_elementwise(node.op)
         if (
             preserving
             and node.operands
-            and all(v in self.constant_like for v in node.operands)
+            and all(v in self.constant_exprs for v in node.operands)
         ):
+            self.constant_exprs.update(node.results)
             self.constant_like.update(node.results)
             return
         if (

@@ -189,3 +189,27 @@ def test_concatenate_of_concatenates_moves_no_more_bytes_than_shardy() -> None:
     zeros = np.zeros(16, np.int32)
     text = jf.lower(zeros, zeros).as_text("sharded")
     assert _partition_bytes(_meshjit(text)) <= _partition_bytes(_shardy(text))
+
+
+def test_broadcasts_of_a_scalar_broadcast_are_not_split_per_use() -> None:
+    """`return %v4, %v4` where %v4 broadcasts a broadcast of a scalar: the
+    builder took %v4 for a constant expression and gave each result its own
+    copy, so the unconstrained result stayed replicated and the partitioner
+    all-gathered it (192 B/device; Shardy 0 B). Shardy splits only the scalar
+    broadcast itself; ops of it are not constants. Found by the long fuzz run
+    (seed 43427)."""
+
+    def f(v0: jax.Array) -> Any:
+        v1 = jnp.maximum(v0, 0)
+        v3 = jnp.broadcast_to(jnp.expand_dims(v1, 0), (16,))
+        v4 = jnp.broadcast_to(jnp.expand_dims(v3, 1), (16, 4))
+        return (v4, v4)
+
+    jf = meshjit.jit(f, out_shardings=(NamedSharding(MESH42, P("x")), None))
+    text = jf.lower(np.int32(3)).as_text("sharded")
+    ours, theirs = _meshjit(text), _shardy(text)
+    assert _partition_bytes(ours) == _partition_bytes(theirs) == 0
+    a, b = jf(np.int32(3))
+    for out in (a, b):
+        np.testing.assert_array_equal(np.asarray(out), np.full((16, 4), 3, np.int32))
+        assert out.sharding.is_equivalent_to(NamedSharding(MESH42, P("x")), 2)
