@@ -356,7 +356,8 @@ class _Reader:
         self.ids: dict[ir.Value[ir.Type], int] = {}
         self.symbols: dict[str, int] = {}
         self.loc_cache: dict[str, SourceLoc] = {}
-        self.types: dict[str, tuple[tuple[int, ...] | None, str]] = {}
+        # MLIR types are uniqued, so a type object is a key
+        self.types: dict[ir.Type, tuple[str, tuple[int, ...] | None, str]] = {}
         self.depth = 0
 
     def loc(self, loc: ir.Location) -> SourceLoc:
@@ -372,11 +373,10 @@ class _Reader:
     ) -> int:
         vid = len(self.values)
         t = v.type
-        text = str(t)
-        known = self.types.get(text)
+        known = self.types.get(t)
         if known is None:  # types repeat: each distinct one is analysed once
-            known = self.types[text] = _shape_of(t)
-        shape, dtype = known
+            known = self.types[t] = (str(t), *_shape_of(t))
+        text, shape, dtype = known
         self.values.append(Value(vid, text, shape, dtype, owner, index, loc))
         self.ids[v] = vid
         return vid

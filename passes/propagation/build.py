@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 from meshjit.compiler.diagnostics import Diagnostics, Severity, SourceLoc
 from meshjit.compiler.graph import AttrPlan, Graph, Node, Opaque, SymbolRef
@@ -858,6 +859,7 @@ def _dict_sharding(attrs: object, index: int) -> str | None:
     return _opaque_text(entry.get(SHARDING))
 
 
+@cache
 def _is_elementwise(op: str) -> bool:
     from meshjit.dialects.rules import pointwise_rule
 
@@ -868,6 +870,7 @@ def _is_elementwise(op: str) -> bool:
     )
 
 
+@cache
 def _stage0(op: str) -> int:
     if _is_elementwise(op) or op in _PASS_THROUGH_STAGE0:
         return BOTH

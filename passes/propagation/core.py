@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from math import gcd
+from typing import NamedTuple
 
 from meshjit.compiler.diagnostics import UNKNOWN_LOC, SourceLoc
 from meshjit.dialects.rules import FactorKind, ShardingRule
@@ -59,9 +60,11 @@ class Strategy(enum.Enum):
     AGGRESSIVE = "aggressive"  # per tensor; the larger source tensor wins
 
 
-@dataclass(frozen=True, slots=True)
-class Sh:
-    """A value's sharding: per dim its axes (major to minor) and closed flag."""
+class Sh(NamedTuple):
+    """A value's sharding: per dim its axes (major to minor) and closed flag.
+
+    A tuple, so that hashing and comparing it (memo keys, fixed-point checks:
+    the propagation's hottest operations) run in C."""
 
     mesh: str
     dims: tuple[Axes, ...]
@@ -743,7 +746,8 @@ class Propagator:
         # since its tensors last changed: it cannot change anything now.
         self.dirs: list[tuple[int, ...] | None] = [None] * n_ops
         self.clean: list[tuple[int, ...] | None] = [None] * n_ops
-        self._dirs_cache: dict[tuple[object, ...], tuple[int, ...] | None] = {}
+        self._op_class: list[int] = []  # op -> its class for `_stage_dirs`
+        self._class_rep: list[POp] = []  # class -> one op of it
         self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._identity_of: dict[int, tuple[ShardingRule, bool]] = {}
         self._outcomes: dict[tuple[object, ...], tuple[Sh | None, ...]] = {}
@@ -815,31 +819,36 @@ class Propagator:
 
     def _stage_dirs(self, stage: int) -> None:
         """Each op's directions per factor in `stage` (shared tuples, so that
-        `clean` compares by identity)."""
-        cache = self._dirs_cache
-        prio = self.o.op_priority
-        for i, op in enumerate(self.p.ops):
-            rule = op.rule
-            key = (
-                op.kind,
-                op.stage0,
-                op.multi_use,
-                op.broadcast,
-                op.barrier,
-                rule.kinds,
-                rule.num_factors,
-                stage,
-            )
-            if key in cache:
-                dirs = cache[key]
-            else:
-                found = tuple(
-                    _stage_direction(op, f, stage, prio)
-                    for f in range(rule.num_factors)
+        `clean` compares by identity). Ops fall into few classes (kind, rule
+        kinds, schedule flags); each class is worked out once per stage."""
+        if not self._op_class:
+            classes: dict[tuple[object, ...], int] = {}
+            for op in self.p.ops:
+                rule = op.rule
+                key = (
+                    op.kind,
+                    op.stage0,
+                    op.multi_use,
+                    op.broadcast,
+                    op.barrier,
+                    rule.kinds,
+                    rule.num_factors,
                 )
-                dirs = self._interned.setdefault(found, found) if any(found) else None
-                cache[key] = dirs
-            self.dirs[i] = dirs
+                c = classes.get(key)
+                if c is None:
+                    c = classes[key] = len(self._class_rep)
+                    self._class_rep.append(op)
+                self._op_class.append(c)
+        prio = self.o.op_priority
+        per_class: list[tuple[int, ...] | None] = []
+        for op in self._class_rep:
+            found = tuple(
+                _stage_direction(op, f, stage, prio) for f in range(op.rule.num_factors)
+            )
+            per_class.append(
+                self._interned.setdefault(found, found) if any(found) else None
+            )
+        self.dirs = [per_class[c] for c in self._op_class]
 
     def _walk(self, stage: int) -> None:
         self._stage_dirs(stage)
