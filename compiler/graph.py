@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
@@ -214,16 +214,19 @@ def _number(text: str) -> bool | int | float | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Value:
-    """An SSA value: an op result (owner = node id) or a block argument (owner = -1)."""
+class Value(NamedTuple):
+    """An SSA value: an op result (owner = node id) or a block argument (owner = -1).
+
+    A named tuple (immutable, and several times cheaper to create than a
+    frozen dataclass: a module has one per SSA value)."""
 
     id: int
     type: str  # printed MLIR type: "tensor<8x16xf32>"
     shape: tuple[int, ...] | None  # None unless a ranked tensor; dynamic dims are -1
     dtype: str  # element type ("f32"), "" unless a shaped type
     owner: int
-    index: int  # result number, or block-argument number
+    # result number, or block-argument number (shadows tuple.index, unused here)
+    index: int  # type: ignore[assignment]
     loc: SourceLoc
 
     @property

@@ -93,8 +93,7 @@ class OpKind(enum.Enum):
     MANUAL = "manual"
 
 
-@dataclass(frozen=True, slots=True)
-class POp:
+class POp(NamedTuple):
     """One op of the problem. Slots are value indices into `Problem.values`."""
 
     name: str  # op name ("stablehlo.add"), or "edge" for data-flow edges
