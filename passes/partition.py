@@ -731,7 +731,9 @@ class _Emitter:
 
     # -- ops -------------------------------------------------------------------
 
-    def value_reshard(self, vid: int, dst: Layout, node: Node, reason: str) -> str:
+    def value_reshard(
+        self, vid: int, dst: Layout, node: Node, reason: str, op_name: str = ""
+    ) -> str:
         v = self.graph.value(vid)
         src = self.layout(vid)
         partial = self.deferred.get(vid, ((), ()))[1]
@@ -765,7 +767,7 @@ class _Emitter:
             v.dtype,
             src,
             dst,
-            (node.op, node.loc, text),
+            (op_name or node.op, node.loc, text),
             partial,
         )
         self.scope.cache[key] = name
@@ -2247,13 +2249,9 @@ def partition_module_text(
         )
     outs, out_types = [], []
     for i, (vid, lay) in enumerate(zip(returned, out_layouts, strict=True)):
-        v = graph.value(vid)
-        name, src = emitter.name(vid), emitter.layout(vid)
-        if v.shape is not None and src != lay:
-            why = f"function result {i}: {_layout_text(src)} -> {_layout_text(lay)}"
-            name = emitter.reshard(
-                name, v.shape, v.dtype, src, lay, ("func.return", main.loc, why)
-            )
+        name = emitter.value_reshard(
+            vid, lay, main, f"function result {i}", op_name="func.return"
+        )
         outs.append(name)
         out_types.append(emitter.local_type(vid, lay))
 
