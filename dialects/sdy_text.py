@@ -15,6 +15,7 @@ escaped as MLIR escapes them). Errors are ShardingErrors naming the column.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -351,8 +352,12 @@ class _Parser:
             raise self.error(f"a valid mesh ({err})", start) from None
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_sharding(text: str) -> TensorSharding:
-    """Parse `#sdy.sharding<@mesh, [...]>` (or the bare `<@mesh, [...]>`)."""
+    """Parse `#sdy.sharding<@mesh, [...]>` (or the bare `<@mesh, [...]>`).
+
+    The parsers are memoized (a module repeats its shardings; the results
+    are immutable); text that does not parse raises every time."""
     parser = _Parser(text, "Shardy sharding")
     parser.optional_prefix("#sdy.sharding")
     sharding = parser.sharding_body()
@@ -360,6 +365,7 @@ def parse_sharding(text: str) -> TensorSharding:
     return sharding
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_sharding_per_value(text: str) -> tuple[TensorSharding, ...]:
     """Parse `#sdy.sharding_per_value<[<@mesh, [...]>, ...]>`."""
     parser = _Parser(text, "Shardy sharding_per_value")
@@ -372,6 +378,7 @@ def parse_sharding_per_value(text: str) -> tuple[TensorSharding, ...]:
     return tuple(shardings)
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_mesh(text: str) -> MeshModel:
     """Parse `#sdy.mesh<["x"=2], device_ids=[1, 0]>` (or the bare `<...>`)."""
     parser = _Parser(text, "Shardy mesh")
