@@ -147,12 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
         points = scaling.size_scaling(sizes)
         lines += ["", "Scaling with module size (generated chain, mesh 2x4):"]
-        for ops, prop, part in points:
+        for ops, prop, part, shardy in points:
             lines.append(
-                f"- {ops} ops: propagation {prop:.2f} s, partition {part:.2f} s"
+                f"- {ops} ops: propagation {prop:.2f} s (Shardy {shardy:.2f} s, "
+                f"{prop / shardy:.2f}x), partition {part:.2f} s"
             )
-        s_prop = scaling.slope([(n, p) for n, p, _ in points])
-        s_all = scaling.slope([(n, p + q) for n, p, q in points])
+        s_prop = scaling.slope([(n, p) for n, p, _, _ in points])
+        s_all = scaling.slope([(n, p + q) for n, p, q, _ in points])
         lines.append(
             f"- log-log slope: propagation {s_prop:.2f}, both passes {s_all:.2f}"
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 
-from meshjit.compiler.ir import make_context, parse_module
+from meshjit.compiler.ir import make_context, parse_module, passmanager
 from meshjit.compiler.pipeline import parse_pipeline, run_pipeline
 
 OPS_PER_LAYER = 5
@@ -55,12 +55,24 @@ def pass_seconds(text: str) -> tuple[float, float]:
     return mid - start, time.perf_counter() - mid
 
 
-def size_scaling(op_counts: list[int]) -> list[tuple[int, float, float]]:
+def shardy_seconds(text: str) -> float:
+    """Shardy's sdy-propagation-pipeline on `text` (the reference, timed only)."""
+    ctx = make_context()
+    module = parse_module(text, ctx)
+    with ctx:
+        pm = passmanager.PassManager.parse("builtin.module(sdy-propagation-pipeline)")
+        start = time.perf_counter()
+        pm.run(module.operation)
+    return time.perf_counter() - start
+
+
+def size_scaling(op_counts: list[int]) -> list[tuple[int, float, float, float]]:
+    """(ops, meshjit propagation s, partition s, Shardy propagation s)."""
     out = []
     for ops in op_counts:
         text = chain_module(max(1, ops // OPS_PER_LAYER), (("x", 2), ("y", 4)), 64)
         prop, part = pass_seconds(text)
-        out.append((ops, prop, part))
+        out.append((ops, prop, part, shardy_seconds(text)))
     return out
 
 
