@@ -198,6 +198,7 @@ def _dense(attr: ir.DenseElementsAttr) -> DenseElements:
 
 
 _MAX_INT_ELEMENTS = 4096
+_MISSING = object()
 _NO_TEXT: Mapping[str, str] = MappingProxyType({})
 
 
@@ -234,14 +235,12 @@ class Value(NamedTuple):
         return -1 if self.shape is None else len(self.shape)
 
 
-@dataclass(frozen=True, slots=True)
-class Block:
+class Block(NamedTuple):
     args: tuple[int, ...]  # value ids
     nodes: tuple[int, ...]  # node ids, in order
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+class Node(NamedTuple):
     """One operation; `regions` hold its nested bodies as blocks of node ids."""
 
     id: int
@@ -254,7 +253,7 @@ class Node:
     parent: int  # enclosing node id; -1 for ops directly in the module body
     # Printed attributes (name -> MLIR text), kept only when `read_graph` is asked
     # to (`keep_attr_text=True`): passes that re-emit ops need the exact text.
-    attr_text: Mapping[str, str] = field(default_factory=lambda: _NO_TEXT)
+    attr_text: Mapping[str, str] = _NO_TEXT
 
     def attr(self, name: str) -> AttrValue:
         return self.attrs.get(name)
@@ -359,6 +358,9 @@ class _Reader:
         self.ids: dict[ir.Value[ir.Type], int] = {}
         self.symbols: dict[str, int] = {}
         self.loc_cache: dict[str, SourceLoc] = {}
+        # MLIR attributes are uniqued too: equal ones convert once, and ops
+        # that share an attribute share its (immutable) Python value
+        self.attr_cache: dict[ir.Attribute, object] = {}
         # MLIR types are uniqued, so a type object is a key
         self.types: dict[ir.Type, tuple[str, tuple[int, ...] | None, str]] = {}
         self.depth = 0
@@ -410,9 +412,15 @@ class _Reader:
             attrs: Mapping[str, AttrValue] = MappingProxyType({"value": value})
             attr_text: Mapping[str, str] = MappingProxyType({"value": text})
         else:
-            attrs = MappingProxyType(
-                {name: convert_attr(op.attributes[name]) for name in op.attributes}
-            )
+            cache = self.attr_cache
+            converted: dict[str, AttrValue] = {}
+            for key in op.attributes:
+                attr = op.attributes[key]
+                found = cache.get(attr, _MISSING)
+                if found is _MISSING:
+                    found = cache[attr] = convert_attr(attr)
+                converted[key] = found  # type: ignore[assignment]
+            attrs = MappingProxyType(converted)
             attr_text = _NO_TEXT
             if self.keep_attr_text:
                 attr_text = MappingProxyType(

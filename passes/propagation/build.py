@@ -541,11 +541,15 @@ class _Builder:
         return False
 
     def rule(self, node: Node) -> ShardingRule | None:
+        # Attribute values are keyed by identity: the graph reader shares one
+        # Python value per distinct MLIR attribute, so ops with equal
+        # attributes hit; an equal value that is another object only misses.
+        values = self.g.values
         key = (
             node.op,
-            tuple(self.g.value(v).type for v in node.operands),
-            tuple(self.g.value(v).type for v in node.results),
-            tuple(sorted((k, repr(v)) for k, v in node.attrs.items() if k != SHARDING)),
+            tuple([values[v].type for v in node.operands]),
+            tuple([values[v].type for v in node.results]),
+            tuple([(k, id(v)) for k, v in node.attrs.items() if k != SHARDING]),
         )
         if key in self.rule_cache:
             return self.rule_cache[key]
