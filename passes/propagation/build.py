@@ -923,8 +923,13 @@ def write_plan(
     p = built.problem
     plan = AttrPlan()
 
+    printed: dict[Sh, str] = {}  # values repeat their shardings
+
     def text(sh: Sh) -> str:
-        return sh_text(sh, p.meshes.get(sh.mesh, {}), closed=close)
+        found = printed.get(sh)
+        if found is None:
+            found = printed[sh] = sh_text(sh, p.meshes.get(sh.mesh, {}), closed=close)
+        return found
 
     for func in g.funcs():
         block = func.regions[0][0] if func.regions and func.regions[0] else None
@@ -972,9 +977,9 @@ def write_plan(
                 shape = g.value(vid).shape or ()
                 sh = Sh.open(mesh, len(shape))
             bodies.append(text(sh))
-        plan.set_op(
-            node.id, SHARDING, "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>"
-        )
+        new = "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>"
+        if _opaque_text(node.attr(SHARDING)) != new:
+            plan.set_op(node.id, SHARDING, new)
     return plan
 
 
