@@ -19,3 +19,22 @@ sdy.mesh @mesh = <["x"=2, "y"=4]>
 func.func @boundary_made_divisible(%a: tensor<6x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x", "y"}, {}]>}) -> tensor<6x16xf32> {
   return %a : tensor<6x16xf32>
 }
+// -----
+sdy.mesh @mesh = <["x"=2, "y"=4]>
+// The entry function's boundary loses open sub-axes (Shardy's
+// remove-sub-axes-in-input-output-shardings); a private callee keeps them, so
+// that its body and its call sites are partitioned alike.
+// CHECK-LABEL: func @main(
+// CHECK-SAME: %arg0: tensor<2x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{?}, {?}]>}
+// CHECK-LABEL: func private @callee(
+// CHECK-SAME: %arg0: tensor<2x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y":(1)2, ?}, {"y":(2)2, "x", ?}]>}
+// CHECK-SAME: -> (tensor<2x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y":(1)2, ?}, {"y":(2)2, "x", ?}]>})
+// CLOSED-LABEL: func private @callee(
+// CLOSED-SAME: %arg0: tensor<2x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y":(1)2}, {"y":(2)2, "x"}]>}
+func.func @main(%a: tensor<2x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y":(1)2, ?}, {"y":(2)2, "x", ?}]>}) -> tensor<2x8xf32> {
+  %0 = func.call @callee(%a) : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+func.func private @callee(%a: tensor<2x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y":(1)2, ?}, {"y":(2)2, "x", ?}]>}) -> (tensor<2x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y":(1)2, ?}, {"y":(2)2, "x", ?}]>}) {
+  return %a : tensor<2x8xf32>
+}

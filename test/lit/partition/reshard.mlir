@@ -81,6 +81,25 @@ func.func public @swap_equal_axes_is_one_permute(%a: tensor<8x8xf32> {sdy.shardi
 }
 
 // -----
+sdy.mesh @mesh = <["x"=2, "y"=4]>
+// Every "y" block (2 rows) lies inside one "x" block (4 rows): each device
+// cuts out the 2 rows one other device needs (offsets from a per-position
+// table) and one collective-permute delivers them: 128 B instead of the 256 B
+// an all-gather of the other "x" block would send.
+// CHECK-LABEL: func.func public @nested_blocks_cut_then_permute
+// CHECK: %[[TABLE:.*]] = stablehlo.constant dense<[0, 2, 0, 2, 0, 2, 0, 2]> : tensor<8xi32>
+// CHECK: %[[ROW:.*]] = stablehlo.dynamic_slice %[[TABLE]], %{{.*}}, sizes = [1]
+// CHECK: %[[OFF:.*]] = stablehlo.reshape %[[ROW]] : (tensor<1xi32>) -> tensor<i32>
+// CHECK: %[[PART:.*]] = stablehlo.dynamic_slice %arg1, %[[OFF]], %{{.*}}, sizes = [2, 16] : (tensor<4x16xf32>, tensor<i32>, tensor<i32>) -> tensor<2x16xf32>
+// CHECK: "stablehlo.collective_permute"(%[[PART]])
+// CHECK-SAME: source_target_pairs = dense<{{\[\[}}0, 0], [1, 1], [2, 4], [3, 5], [4, 2], [5, 3], [6, 6], [7, 7]]>
+// CHECK-SAME: (tensor<2x16xf32>) -> tensor<2x16xf32>
+// CHECK-NOT: all_
+func.func public @nested_blocks_cut_then_permute(%a: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}) {
+  return %a : tensor<8x16xf32>
+}
+
+// -----
 sdy.mesh @mesh = <["x"=4]>
 // A sub-axis: "x":(1)2 is the major half of "x" (positions 0,1 vs 2,3).
 // CHECK-LABEL: func.func public @sub_axis_gather

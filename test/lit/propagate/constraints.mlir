@@ -84,3 +84,18 @@ func.func @conflict_at_elementwise_next_to_constraint(%a: tensor<8x16xf32> {sdy.
   %1 = stablehlo.add %a, %0 : tensor<8x16xf32>
   return %1 : tensor<8x16xf32>
 }
+// -----
+sdy.mesh @mesh = <["x"=2, "y"=4]>
+// A chain starts at a constraint whose input is not itself a constraint's
+// result (Shardy's rule): %1 -> %2 is no chain, so the transpose keeps reading
+// %0 and gets its ["x"], not %2's.
+// CHECK-LABEL: func @a_chain_head_is_not_a_constraint_result(
+// CHECK: stablehlo.transpose %0
+// CHECK-SAME: {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x", ?}, {?}]>]>}
+func.func @a_chain_head_is_not_a_constraint_result(%a: tensor<8x16xf32>) -> (tensor<16x8xf32>, tensor<8x16xf32>) {
+  %0 = sdy.sharding_constraint %a <@mesh, [{}, {"x"}]> : tensor<8x16xf32>
+  %1 = sdy.sharding_constraint %0 <@mesh, [{"y"}, {}]> : tensor<8x16xf32>
+  %2 = sdy.sharding_constraint %1 <@mesh, [{"x"}, {}]> : tensor<8x16xf32>
+  %3 = stablehlo.transpose %0, dims = [1, 0] : (tensor<8x16xf32>) -> tensor<16x8xf32>
+  return %3, %2 : tensor<16x8xf32>, tensor<8x16xf32>
+}

@@ -144,3 +144,20 @@ func.func private @callee(%a: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %0 = stablehlo.negate %a : tensor<8x16xf32>
   return %0 : tensor<8x16xf32>
 }
+// -----
+sdy.mesh @mesh = <["x"=4, "y"=2]>
+// dynamic_slice: the sliced dim's factor (3 rows in, 2 out) is in the rule's
+// blocked_propagation list, so the result's "y" does not flow back into the
+// operand; the unsliced dim passes "x" through.
+// CHECK-LABEL: func @dynamic_slice_sliced_dim_is_blocked(
+// CHECK: stablehlo.abs
+// CHECK-SAME: {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{?}, {"x", ?}]>]>}
+// CHECK: stablehlo.dynamic_slice
+// CHECK-SAME: {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"y", ?}, {"x", ?}]>]>}
+func.func @dynamic_slice_sliced_dim_is_blocked(%a: tensor<3x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> (tensor<2x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {"x"}]>}) {
+  %c = stablehlo.constant dense<1> : tensor<i32>
+  %c_0 = stablehlo.constant dense<0> : tensor<i32>
+  %0 = stablehlo.abs %a : tensor<3x8xf32>
+  %1 = stablehlo.dynamic_slice %0, %c, %c_0, sizes = [2, 8] : (tensor<3x8xf32>, tensor<i32>, tensor<i32>) -> tensor<2x8xf32>
+  return %1 : tensor<2x8xf32>
+}
