@@ -6,16 +6,17 @@ import enum
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from meshjit.errors import MeshjitError
 
 
-@dataclass(frozen=True, slots=True)
-class SourceLoc:
+class SourceLoc(NamedTuple):
     """Where an op or value came from: a file position, optionally with a name.
 
     JAX records `loc("jit(f)/dot_general"("model.py":17:9))`; the name is the
-    op's JAX name and the file position is the user's line.
+    op's JAX name and the file position is the user's line. (A named tuple:
+    the graph reader makes one per op.)
     """
 
     file: str = ""

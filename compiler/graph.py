@@ -327,6 +327,9 @@ def _shape_of(t: ir.Type) -> tuple[tuple[int, ...] | None, str]:
     return None, ""
 
 
+_CONSTANT_OPS = frozenset(("stablehlo.constant", "sdy.constant"))
+
+
 def _complex_constant(op: ir.Operation) -> bool:
     """A dense constant of complex numbers. jaxlib 0.10.2 aborts the interpreter
     when such an attribute is fetched from Python (it cannot downcast it), so
@@ -397,25 +400,28 @@ class _Reader:
         nid = len(self.nodes)
         self.nodes.append(None)  # reserve the pre-order id before nested ops
         loc = self.loc(op.location)
+        op_name = op.name
+        ids = self.ids
         try:
-            operands = tuple(self.ids[v] for v in op.operands)
+            operands = tuple([ids[v] for v in op.operands])
         except KeyError:
             raise InternalError(
-                f"{loc}: operand of '{op.name}' defined after its use"
+                f"{loc}: operand of '{op_name}' defined after its use"
             ) from None
-        results = tuple(
-            self.new_value(r, nid, i, loc) for i, r in enumerate(op.results)
-        )
-        if _complex_constant(op):
+        op_results = op.results
+        new_value = self.new_value
+        results = tuple([new_value(r, nid, i, loc) for i, r in enumerate(op_results)])
+        if op_name in _CONSTANT_OPS and _complex_constant(op):
             text = _constant_text(op)
-            value = DenseElements(*_shape_of(op.results[0].type), None)  # type: ignore[arg-type]
+            value = DenseElements(*_shape_of(op_results[0].type), None)  # type: ignore[arg-type]
             attrs: Mapping[str, AttrValue] = MappingProxyType({"value": value})
             attr_text: Mapping[str, str] = MappingProxyType({"value": text})
         else:
             cache = self.attr_cache
             converted: dict[str, AttrValue] = {}
-            for key in op.attributes:
-                attr = op.attributes[key]
+            op_attrs = op.attributes
+            for key in op_attrs:
+                attr = op_attrs[key]
                 found = cache.get(attr, _MISSING)
                 if found is _MISSING:
                     found = cache[attr] = convert_attr(attr)
@@ -424,30 +430,34 @@ class _Reader:
             attr_text = _NO_TEXT
             if self.keep_attr_text:
                 attr_text = MappingProxyType(
-                    {name: str(op.attributes[name]) for name in op.attributes}
+                    {name: str(op_attrs[name]) for name in op_attrs}
                 )
-        if op.regions and self.depth >= MAX_REGION_DEPTH:
-            raise DiagnosticError(
-                [
-                    Diagnostic(
-                        Severity.ERROR,
-                        loc,
-                        f"'{op.name}' nests regions more than {MAX_REGION_DEPTH} "
-                        "deep; meshjit reads at most that many levels",
-                    )
-                ]
+        op_regions = op.regions
+        regions: tuple[tuple[Block, ...], ...] = ()
+        if len(op_regions):
+            if self.depth >= MAX_REGION_DEPTH:
+                raise DiagnosticError(
+                    [
+                        Diagnostic(
+                            Severity.ERROR,
+                            loc,
+                            f"'{op_name}' nests regions more than "
+                            f"{MAX_REGION_DEPTH} deep; meshjit reads at most "
+                            "that many levels",
+                        )
+                    ]
+                )
+            self.depth += 1
+            regions = tuple(
+                tuple(self.block(b, nid, loc) for b in region.blocks)
+                for region in op_regions
             )
-        self.depth += 1
-        regions = tuple(
-            tuple(self.block(b, nid, loc) for b in region.blocks)
-            for region in op.regions
-        )
-        self.depth -= 1
+            self.depth -= 1
         name = attrs.get("sym_name")
         if isinstance(name, str) and parent == -1:
             self.symbols[name] = nid
         self.nodes[nid] = Node(
-            nid, op.name, operands, results, attrs, loc, regions, parent, attr_text
+            nid, op_name, operands, results, attrs, loc, regions, parent, attr_text
         )
         return nid
 
