@@ -128,7 +128,7 @@ def plan_reshard(
         # Where every block of `dst` lies inside one block of `src`, cutting
         # it out and sending it moves one target block per device, which
         # can beat gathering (e.g. `[{x}]` to `[{y}]` with x=2, y=4).
-        sliced = _plan_slice_permute(src, dst, shape, mesh)
+        sliced = _plan_slice_permute(src, dst, tuple(shape), mesh)
         if sliced is not None and _elements_sent(
             [sliced], src, shape, mesh
         ) < _elements_sent(steps, src, shape, mesh):
@@ -167,8 +167,9 @@ def _block_start(
     return tuple(starts)
 
 
+@functools.lru_cache(maxsize=4096)
 def _plan_slice_permute(
-    src: Layout, dst: Layout, shape: Sequence[int], mesh: MeshModel
+    src: Layout, dst: Layout, shape: tuple[int, ...], mesh: MeshModel
 ) -> CollectivePermute | None:
     """One collective-permute of pre-cut parts, when each block of `dst` lies
     inside one block of `src` (per dim, the dst block size divides the src
@@ -197,9 +198,10 @@ def _plan_slice_permute(
         srcs = holders.get(key, [])
         if len(srcs) != len(tgts):
             return None
-        free = [p for p in srcs if p not in tgts]
+        held, wanted = set(srcs), set(tgts)
+        free = iter([p for p in srcs if p not in wanted])
         for q in tgts:
-            source_of[q] = q if q in srcs else free.pop(0)
+            source_of[q] = q if q in held else next(free)
     offsets: list[tuple[int, ...]] = [()] * mesh.size
     for q, p in enumerate(source_of):
         origin = _block_start(src, shape, mesh, p)
