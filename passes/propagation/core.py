@@ -749,13 +749,7 @@ class Propagator:
         self._class_rep: list[POp] = []  # class -> one op of it
         self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._identity_of: dict[int, tuple[ShardingRule, bool]] = {}
-        self._outcomes: dict[
-            tuple[object, ...], tuple[tuple[Sh | None, ...], tuple[Sh | None, ...]]
-        ] = {}
-        self._interned_sh: dict[Sh, Sh] = {}
-        for v, sh in enumerate(self.state):
-            if sh is not None:
-                self.state[v] = self._interned_sh.setdefault(sh, sh)
+        self._outcomes: dict[tuple[object, ...], tuple[Sh | None, ...]] = {}
         self._rules: dict[int, ShardingRule] = {}
 
     # -- priorities ---------------------------------------------------------
@@ -792,16 +786,14 @@ class Propagator:
                 new_closed[d] = user.closed[d]
                 seen.update(user.dims[d])
             replicated = tuple(a for a in cur.replicated if a not in seen)
-            sh = Sh(
+            self.state[v] = Sh(
                 cur.mesh, tuple(new_dims), tuple(new_closed), replicated, cur.unreduced
             )
-            self.state[v] = self._interned_sh.setdefault(sh, sh)
 
     def _restore_all(self) -> None:
         self.clean = [None] * len(self.p.ops)
         for v in self.p.priorities:
-            user = self.p.user[v]
-            self.state[v] = self._interned_sh.setdefault(user, user)
+            self.state[v] = self.p.user[v]
 
     # -- op priorities ------------------------------------------------------
 
@@ -1030,17 +1022,17 @@ class Propagator:
             if len(set(tensors)) == len(tensors)
             else tuple(tensors.index(v) for v in tensors)
         )
-        # Shardings are keyed by identity (equal shardings in the state are one
-        # interned object); each entry keeps the objects it was keyed by
-        # alive, so an id in a key never names another object.
-        shs = tuple([state[v] for v in tensors])
-        key = (id(rule), directions, elementwise, aliasing, *map(id, shs))
-        entry = self._outcomes.get(key)
-        if entry is None:
+        key = (
+            id(rule),
+            directions,
+            elementwise,
+            aliasing,
+            *[state[v] for v in tensors],
+        )
+        outcome = self._outcomes.get(key)
+        if outcome is None:
             outcome = self._outcome(operands, results, rule, directions, elementwise)
-            self._outcomes[key] = (outcome, shs)
-        else:
-            outcome = entry[0]
+            self._outcomes[key] = outcome
         if not outcome:
             return False
         changed = False
@@ -1169,7 +1161,6 @@ class Propagator:
         old = self.state[v]
         if new == old or (old is None and not new.has_axes()):
             return False
-        new = self._interned_sh.setdefault(new, new)
         self.state[v] = new
         self._notify(v, current)
         if self.record:
