@@ -70,6 +70,14 @@ def test_sub_axis_callee_moves_no_more_bytes_than_shardy() -> None:
     # only the replicated result (no out_shardings) is gathered: 7/8 of 64 B
     assert ours == theirs == 56
 
+    def f(v: jax.Array) -> jax.Array:
+        return jax.jit(lambda t: t * 2 - 1)(v.reshape(2, 8))
+
+    x = np.arange(16, dtype=np.int32)
+    for out in (None, ns(None, ("y", "x")), ns("x", "y")):
+        got = meshjit.jit(f, in_shardings=ns(("y", "x")), out_shardings=out)(x)
+        np.testing.assert_array_equal(np.asarray(got), x.reshape(2, 8) * 2 - 1)
+
 
 def _grouped_conv(x: jax.Array, k: jax.Array) -> jax.Array:
     return jax.lax.conv_general_dilated(
