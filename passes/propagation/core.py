@@ -749,6 +749,7 @@ class Propagator:
         self._class_rep: list[POp] = []  # class -> one op of it
         self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._identity_of: dict[int, tuple[ShardingRule, bool]] = {}
+        self._blocked_seen: set[tuple[int, int, tuple[tuple[int, Axes], ...]]] = set()
         self._outcomes: dict[tuple[object, ...], tuple[Sh | None, ...]] = {}
         self._rules: dict[int, ShardingRule] = {}
 
@@ -964,6 +965,8 @@ class Propagator:
         )
         tensors = (*operands, *results)
         self._all_factors = (*rule.operands, *rule.results)
+        if self.record and op is not None and rule.kinds:
+            self._record_blocked(op, current, tensors, (*ops_tp, *res_tp))
         if self.record and op is not None and any(per_factor):
             self._record_conflicts(
                 op, current, tensors, (*ops_tp, *res_tp), per_factor, before
@@ -1329,6 +1332,38 @@ class Propagator:
                     tuple(cands),
                     tuple(chosen),
                     how,
+                    self.stage_name,
+                )
+            )
+
+    def _record_blocked(
+        self, op: POp, current: int, tensors: Sequence[int], tps: Sequence[TP]
+    ) -> None:
+        """A blocked factor with axes on some tensors and not on others: say
+        once that propagation stopped there, and why."""
+        for f in op.rule.factors_of_kind(FactorKind.BLOCKED):
+            having = [
+                (tensors[t], tuple(tp.fs[f].axes))
+                for t, tp in enumerate(tps)
+                if f in tp.fs
+            ]
+            cands = tuple((v, a) for v, a in having if a)
+            if not cands or len({a for _, a in having}) == 1:
+                continue
+            key = (current, f, cands)
+            if key in self._blocked_seen:
+                continue
+            self._blocked_seen.add(key)
+            self.prov.conflicts.append(
+                Conflict(
+                    current,
+                    op.name,
+                    op.loc,
+                    f,
+                    cands,
+                    (),
+                    "a blocked factor (its size differs between operand and "
+                    "result): nothing propagates across it",
                     self.stage_name,
                 )
             )

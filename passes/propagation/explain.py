@@ -102,10 +102,10 @@ def explain_text(built: Built, state: Sequence[Sh | None], prov: Provenance) -> 
             cands = ", ".join(
                 f"{p.names[v]} {describe_axes(a, sizes)}" for v, a in c.candidates
             )
+            kept = f": {describe_axes(c.chosen, sizes)}" if c.chosen else ""
             lines.append(
                 f"  conflict at {c.op_name} ({_loc(c.loc)}), factor {c.factor}: "
-                f"{cands}; "
-                f"{c.how}: {describe_axes(c.chosen, sizes)} [{c.stage}]"
+                f"{cands}; {c.how}{kept} [{c.stage}]"
             )
     return "\n".join(lines) + "\n"
 
