@@ -924,33 +924,16 @@ class Propagator:
                 operands, results, rule, directions, elementwise, current, op
             )
         state = self.state
-        # One mesh for all tensors, and some axis to propagate.
-        mesh: str | None = None
-        sharded = False
-        for v in (*operands, *results):
-            sh = state[v]
-            if sh is None:
-                continue
-            if mesh is None:
-                mesh = sh.mesh
-            elif sh.mesh != mesh:
-                return False
-            if not sharded and sh.has_axes():
-                sharded = True
-        if mesh is None or not sharded:
+        mesh = self._common_mesh((*operands, *results))
+        if mesh is None:
             return False
         if self._identity(rule):
             fill = _identity_fill(state, operands, results, directions)
-            if fill is not None and (not fill[1] or not self.record):
-                return self._fill(fill, mesh, current, op)
+            if fill is not None and not fill[1]:
+                return False  # nothing to fill; with provenance, no shortcut
         sizes = rule.sizes
-        ops_tp = [
-            project(state[v], rule.operands[k], sizes) for k, v in enumerate(operands)
-        ]
-        res_tp = [
-            project(state[v], rule.results[k], sizes) for k, v in enumerate(results)
-        ]
-        if self.record and op is not None:
+        ops_tp, res_tp = self._project_all(operands, results, rule)
+        if op is not None:
             before = [
                 [list(fsh.axes) for fsh in tp.fs.values()] for tp in (*ops_tp, *res_tp)
             ]
@@ -965,9 +948,9 @@ class Propagator:
         )
         tensors = (*operands, *results)
         self._all_factors = (*rule.operands, *rule.results)
-        if self.record and op is not None and rule.kinds:
+        if op is not None and rule.kinds:
             self._record_blocked(op, current, tensors, (*ops_tp, *res_tp))
-        if self.record and op is not None and any(per_factor):
+        if op is not None and any(per_factor):
             self._record_conflicts(
                 op, current, tensors, (*ops_tp, *res_tp), per_factor, before
             )
@@ -978,7 +961,7 @@ class Propagator:
                 unproject(ops_tp[k], rule.operands[k], sizes, mesh),
                 current,
                 op,
-                "backward" if k < len(operands) else "",
+                "backward",
                 per_factor,
                 source,
                 tensors,
@@ -1057,19 +1040,8 @@ class Propagator:
         """The new sharding of each tensor (None: unchanged); () if none."""
         state = self.state
         tensors = (*operands, *results)
-        mesh: str | None = None
-        sharded = False
-        for v in tensors:
-            sh = state[v]
-            if sh is None:
-                continue
-            if mesh is None:
-                mesh = sh.mesh
-            elif sh.mesh != mesh:
-                return ()
-            if not sharded and sh.has_axes():
-                sharded = True
-        if mesh is None or not sharded:
+        mesh = self._common_mesh(tensors)
+        if mesh is None:
             return ()
         out: list[Sh | None] = [None] * len(tensors)
         if self._identity(rule):
@@ -1083,12 +1055,7 @@ class Propagator:
                     out[tensors.index(v)] = new
                 return tuple(out)
         sizes = rule.sizes
-        ops_tp = [
-            project(state[v], rule.operands[k], sizes) for k, v in enumerate(operands)
-        ]
-        res_tp = [
-            project(state[v], rule.results[k], sizes) for k, v in enumerate(results)
-        ]
+        ops_tp, res_tp = self._project_all(operands, results, rule)
         upd_ops, upd_res, _, _ = propagate_factors(
             ops_tp,
             res_tp,
@@ -1106,6 +1073,35 @@ class Propagator:
             if upd_res[k]:
                 out[n + k] = unproject(res_tp[k], rule.results[k], sizes, mesh)
         return tuple(out) if any(x is not None for x in out) else ()
+
+    def _common_mesh(self, tensors: Sequence[int]) -> str | None:
+        """The one mesh of the tensors' shardings when some tensor has an
+        axis to propagate; None when nothing can propagate."""
+        mesh: str | None = None
+        sharded = False
+        for v in tensors:
+            sh = self.state[v]
+            if sh is None:
+                continue
+            if mesh is None:
+                mesh = sh.mesh
+            elif sh.mesh != mesh:
+                return None
+            if not sharded and sh.has_axes():
+                sharded = True
+        return mesh if sharded else None
+
+    def _project_all(
+        self, operands: Sequence[int], results: Sequence[int], rule: ShardingRule
+    ) -> tuple[list[TP], list[TP]]:
+        state, sizes = self.state, rule.sizes
+        return (
+            [
+                project(state[v], rule.operands[k], sizes)
+                for k, v in enumerate(operands)
+            ],
+            [project(state[v], rule.results[k], sizes) for k, v in enumerate(results)],
+        )
 
     def _manual(self, i: int, op: POp, dirs: Sequence[int]) -> bool:
         """Propagates the free axes between a global boundary sharding and
@@ -1133,21 +1129,6 @@ class Propagator:
             new_glob = _with_manual(glob, new_free, op.manual)
             changed |= self._update(outer, new_glob, i, op, "", (), (), (), ())
         return changed
-
-    def _fill(
-        self,
-        fill: tuple[tuple[Axes, ...], list[int]],
-        mesh: str,
-        current: int,
-        op: POp | None,
-    ) -> bool:
-        dims, slots = fill
-        if not slots:
-            return False
-        new = Sh(mesh, dims, (False,) * len(dims))
-        for v in slots:
-            self._update(v, new, current, op, "", (), (), (), ())
-        return True
 
     def _update(
         self,
