@@ -481,13 +481,9 @@ class _Emitter:
             [f"tensor<{n}xi32>"],
             {"value": f"dense<[{', '.join(map(str, values))}]> : tensor<{n}xi32>"},
         )[0]
-        one = self.op(
-            "stablehlo.dynamic_slice",
-            [table, self.partition_position()],
-            [f"tensor<{n}xi32>", "tensor<i32>"],
-            ["tensor<1xi32>"],
-            {"slice_sizes": "array<i64: 1>"},
-        )[0]
+        one = self.dynamic_slice(
+            table, f"tensor<{n}xi32>", [self.partition_position()], [1], "i32"
+        )
         value = self.op("stablehlo.reshape", [one], ["tensor<1xi32>"], ["tensor<i32>"])[
             0
         ]
@@ -506,13 +502,24 @@ class _Emitter:
         starts = [
             self.per_position([row[d] for row in offsets]) for d in range(len(part))
         ]
-        sizes = ", ".join(map(str, part))
+        return self.dynamic_slice(name, t_in, starts, part, dtype)
+
+    def dynamic_slice(
+        self,
+        name: str,
+        t_in: str,
+        starts: Sequence[str],
+        sizes: Sequence[int],
+        dtype: str,
+    ) -> str:
+        """`sizes` elements of `name` from the scalar offsets `starts`."""
+        text = ", ".join(map(str, sizes))
         return self.op(
             "stablehlo.dynamic_slice",
             [name, *starts],
             [t_in, *(["tensor<i32>"] * len(starts))],
-            [_tensor_type(part, dtype)],
-            {"slice_sizes": f"array<i64: {sizes}>" if sizes else "array<i64>"},
+            [_tensor_type(sizes, dtype)],
+            {"slice_sizes": f"array<i64: {text}>" if text else "array<i64>"},
         )[0]
 
     # -- collectives -----------------------------------------------------------
@@ -575,17 +582,11 @@ class _Emitter:
         local_after = self.local_shape(shape, tuple(tuple(d) for d in cur))
         op_name, loc, reason = why
         if isinstance(step, LocalSlice):
-            starts = []
-            for d, added in enumerate(step.added):
-                starts.append(self.dim_offset(added, local_after[d]))
-            sizes = ", ".join(map(str, local_after))
-            return self.op(
-                "stablehlo.dynamic_slice",
-                [name, *starts],
-                [t_in, *(["tensor<i32>"] * len(starts))],
-                [_tensor_type(local_after, dtype)],
-                {"slice_sizes": f"array<i64: {sizes}>" if sizes else "array<i64>"},
-            )[0]
+            starts = [
+                self.dim_offset(added, local_after[d])
+                for d, added in enumerate(step.added)
+            ]
+            return self.dynamic_slice(name, t_in, starts, local_after, dtype)
         moved = step_bytes(step, local_before, itemsize(dtype), self.mesh)
         axes_names = tuple(_axis_text(a) for a in step.axes)
         if isinstance(step, CollectivePermute):
