@@ -747,13 +747,14 @@ class _Emitter:
         if found is not None:
             return found
         name = self.name(vid)
-        if not partial:
+        versions = [] if partial else self.scope.versions_of(vid)
+        if versions:
             # Start from whichever local copy of the value is cheapest to
             # take to `dst` (a replicated copy an op computed before its
             # result was sliced costs nothing to slice again).
             size = itemsize(v.dtype)
             best = reshard_bytes(src, dst, v.shape, size, self.mesh)
-            for lay, other in self.scope.versions_of(vid):
+            for lay, other in versions:
                 cost = reshard_bytes(lay, dst, v.shape, size, self.mesh)
                 if cost < best:
                     best, src, name = cost, lay, other
