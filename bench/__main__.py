@@ -25,6 +25,7 @@ import jax
 from bench import scaling
 from bench.measure import Row, measure
 from bench.workloads import ALL
+from meshjit import native
 
 
 def _ratio(a: float, b: float) -> str:
@@ -126,12 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         works = [w for w in works if w.name in args.only]
     rows: list[Row] = []
+    print(f"meshjit modules: {_native_line()}")
     print(HEADER)
     print("|" + "---|" * (HEADER.count("|") - 1))
     for work in works:
         for layout in work.layouts:
             try:
-                row = measure(work, layout, steps, 1 if args.quick else 3)
+                row = measure(work, layout, steps, 1 if args.quick else 7)
             except Exception as err:  # report, keep going: a benchmark never stops
                 row = Row(work.name, layout.name, layout.mesh)
                 row.error = f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"
@@ -169,6 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _native_line() -> str:
+    st = native.status()
+    if native.active():
+        return "compiled with mypyc (meshjit-native build)"
+    return f"the Python source ({st.reason})"
+
+
 def write_report(path: str, rows: list[Row], lines: list[str], quick: bool) -> None:
     import jaxlib
 
@@ -181,7 +190,8 @@ def write_report(path: str, rows: list[Row], lines: list[str], quick: bool) -> N
         f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, "
         f"{len(jax.devices())} virtual CPU devices; "
         f"Python {platform.python_version()}, "
-        f"jax {jax.__version__}, jaxlib {jaxlib.__version__}.",
+        f"jax {jax.__version__}, jaxlib {jaxlib.__version__}; "
+        f"meshjit modules: {_native_line()}.",
         "Every ratio is meshjit / anchor, both measured in the same process run. "
         "Timings on this machine are noisy; compare ratios, not seconds.",
         "",

@@ -1,5 +1,12 @@
 """meshjit: jax.jit's sharding API on meshjit's own propagation and SPMD partitioner."""
 
+# First: compiled builds of the hot modules are found only if this runs before
+# any of them is imported (see meshjit/native.py).
+from meshjit import native as _native
+
+_native.install()
+
+# ruff: noqa: E402
 from meshjit.errors import (
     InternalError,
     JitArgumentError,

@@ -16,8 +16,16 @@ lint_paths=(meshjit compiler dialects frontend passes test bench tools)
 step "$python" -m ruff check "${lint_paths[@]}"
 step "$python" -m ruff format --check "${lint_paths[@]}"
 step tools/typecheck.sh
+# With a fresh compiled build (meshjit-native build) the suite runs on the
+# compiled modules, then once more on the Python source; without one, once.
+native=$("$bin/meshjit-native" status)
+echo "==> compiled modules: $native"
 step "$python" -m pytest test/py "$@"
 step "$bin/lit" -sv test/lit
+if [[ "$native" == on:* ]]; then
+  MESHJIT_NATIVE=0 step "$python" -m pytest test/py "$@"
+  MESHJIT_NATIVE=0 step "$bin/lit" -sv test/lit
+fi
 if [ "$status" -ne 0 ]; then
   echo "tools/run_tests.sh: some checks failed"
 fi

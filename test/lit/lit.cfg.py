@@ -24,6 +24,6 @@ config.environment["PATH"] = os.pathsep.join(
 config.environment["PYTHONUNBUFFERED"] = "1"
 config.environment["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 config.environment["JAX_PLATFORMS"] = "cpu"
-for var in ("HOME", "TMPDIR", "PYTHONPATH"):
+for var in ("HOME", "TMPDIR", "PYTHONPATH", "MESHJIT_NATIVE"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
