@@ -358,6 +358,7 @@ class _Reader:
         self.keep_attr_text = keep_attr_text
         self.values: list[Value] = []
         self.nodes: list[Node | None] = []
+        self.handles: list[ir.Operation] = []  # node id -> its operation
         self.ids: dict[ir.Value[ir.Type], int] = {}
         self.symbols: dict[str, int] = {}
         self.loc_cache: dict[str, SourceLoc] = {}
@@ -399,6 +400,7 @@ class _Reader:
     def op(self, op: ir.Operation, parent: int) -> int:
         nid = len(self.nodes)
         self.nodes.append(None)  # reserve the pre-order id before nested ops
+        self.handles.append(op)
         loc = self.loc(op.location)
         op_name = op.name
         ids = self.ids
@@ -475,6 +477,9 @@ class GraphSession:
     def __init__(self, module: ir.Module) -> None:
         self.module = module
         self.graphs: dict[tuple[str, bool], Graph] = {}
+        # The module's operations in node-id order, from the last read; what
+        # `write_attrs` changes (attributes only) leaves them valid.
+        self.handles: list[ir.Operation] | None = None
         # Attribute changes `write_attrs` made since the graphs were last
         # handed out; applied when one is read again (often none is).
         self.pending: list[
@@ -513,6 +518,7 @@ def invalidate_graphs(module: ir.Module) -> None:
     for session in _sessions_of(module):
         session.graphs.clear()
         session.pending.clear()
+        session.handles = None
 
 
 def read_graph(
@@ -531,13 +537,16 @@ def read_graph(
             found = session.take((source_name, keep))
             if found is not None:
                 return found
-    graph = _read(module, source_name, keep_attr_text)
+    graph, handles = _read(module, source_name, keep_attr_text)
     for session in sessions:
         session.graphs[(source_name, keep_attr_text)] = graph
+        session.handles = handles
     return graph
 
 
-def _read(module: ir.Module, source_name: str, keep_attr_text: bool) -> Graph:
+def _read(
+    module: ir.Module, source_name: str, keep_attr_text: bool
+) -> tuple[Graph, list[ir.Operation]]:
     reader = _Reader(source_name, keep_attr_text)
     body_op = module.operation
     body = reader.block(module.body, -1, reader.loc(body_op.location))
@@ -547,7 +556,7 @@ def _read(module: ir.Module, source_name: str, keep_attr_text: bool) -> Graph:
     nodes = [n for n in reader.nodes if n is not None]
     if len(nodes) != len(reader.nodes):
         raise InternalError("read_graph left a node unfilled")
-    return Graph(
+    graph = Graph(
         reader.values,
         nodes,
         body,
@@ -556,6 +565,7 @@ def _read(module: ir.Module, source_name: str, keep_attr_text: bool) -> Graph:
         reader.symbols,
         keep_attr_text,
     )
+    return graph, reader.handles
 
 
 @dataclass(slots=True)
@@ -613,7 +623,9 @@ def write_attrs(module: ir.Module, plan: AttrPlan) -> None:
     """
     if not plan:
         return
-    ops = list(_walk_ops(module.body))
+    sessions = _sessions_of(module)
+    known = next((s.handles for s in sessions if s.handles is not None), None)
+    ops = known if known is not None else list(_walk_ops(module.body))
     # Attribute texts repeat (the same sharding on every layer): each distinct
     # one is parsed, and read back for the graphs, once.
     parsed: dict[str, tuple[ir.Attribute, AttrValue, str]] = {}
@@ -658,7 +670,7 @@ def write_attrs(module: ir.Module, plan: AttrPlan) -> None:
                     convert_attr(array),
                     str(array),
                 )
-        for session in _sessions_of(module):
+        for session in sessions:
             if session.graphs:
                 session.pending.append(op_changes)
                 for graph in session.graphs.values():

@@ -162,6 +162,44 @@ def test_a_session_graph_after_write_attrs_equals_a_fresh_read(
     assert _snapshot(shared) == _snapshot(fresh)
 
 
+def test_write_attrs_in_a_session_writes_what_it_writes_outside(
+    features_text: str,
+) -> None:
+    """Inside a session write_attrs finds ops through the handles of the last
+    read (also after the module was rebuilt and read again)."""
+    from meshjit.compiler.graph import graph_session
+    from meshjit.compiler.ir import replace_module
+
+    def plan_for(graph: object) -> AttrPlan:
+        from meshjit.compiler.graph import Graph
+
+        assert isinstance(graph, Graph)
+        plan = AttrPlan()
+        for node in graph.walk():
+            if node.op == "stablehlo.dot_general":
+                plan.set_op(
+                    node.id,
+                    "sdy.sharding",
+                    '#sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>',
+                )
+        main = graph.node(graph.symbols["main"])
+        plan.set_arg(main.id, 1, "sdy.sharding", '#sdy.sharding<@mesh, [{"y"}, {}]>')
+        return plan
+
+    outside = parse_module(features_text, make_context(), "features.mlir")
+    write_attrs(outside, plan_for(read_graph(outside, "features.mlir")))
+    written = print_module(outside)
+    assert '[{"x"}, {}]>]>' in written
+    assert '#sdy.sharding<@mesh, [{"y"}, {}]>' in written
+    inside = parse_module(features_text, make_context(), "features.mlir")
+    with graph_session(inside):
+        write_attrs(inside, plan_for(read_graph(inside, "features.mlir")))
+        assert print_module(inside) == print_module(outside)
+        replace_module(inside, features_text, "features.mlir")
+        write_attrs(inside, plan_for(read_graph(inside, "features.mlir")))
+    assert print_module(inside) == print_module(outside)
+
+
 def test_rebuilding_the_module_drops_the_session_graph(features_text: str) -> None:
     from meshjit.compiler.graph import graph_session
     from meshjit.compiler.ir import replace_module
