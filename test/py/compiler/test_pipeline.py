@@ -108,3 +108,46 @@ def test_bad_pipelines_say_what_is_wrong(text: str, message: str) -> None:
 def test_empty_pipeline_is_no_stages() -> None:
     assert parse_pipeline("", make_context()) == []
     assert parse_pipeline("builtin.module()", make_context()) == []
+
+
+@dataclasses.dataclass(frozen=True)
+class GcProbePass(ModulePass):
+    """Records whether the cyclic collector runs during a pass; can fail."""
+
+    name: ClassVar[str] = "gc-probe"
+    fail: bool = False
+    seen: ClassVar[list[bool]] = []
+
+    def run(self, module: ir.Module, diags: Diagnostics) -> None:
+        import gc
+
+        self.seen.append(gc.isenabled())
+        if self.fail:
+            raise PipelineError("probe failed")
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_collector_pauses_during_passes_and_comes_back(
+    enabled_before: bool, fail: bool
+) -> None:
+    import gc
+
+    from meshjit.compiler.diagnostics import DiagnosticError
+    from meshjit.compiler.ir import parse_module
+    from meshjit.compiler.pipeline import run_pipeline
+
+    ctx = make_context()
+    module = parse_module("module {}", ctx)
+    GcProbePass.seen.clear()
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        if fail:
+            with pytest.raises(DiagnosticError, match="probe failed"):
+                run_pipeline([GcProbePass(fail=True)], module, "-")
+        else:
+            run_pipeline([GcProbePass()], module, "-")
+        assert GcProbePass.seen == [False]
+        assert gc.isenabled() is enabled_before
+    finally:
+        gc.enable()
