@@ -48,6 +48,7 @@ MODULES: tuple[str, ...] = (
     "meshjit.passes.propagation.axes",
     "meshjit.passes.propagation.build",
     "meshjit.passes.propagation.core",
+    "meshjit.passes.propagation.export",
 )
 
 # Source folders of the `meshjit` package (pyproject.toml maps them).
@@ -182,10 +183,14 @@ def install() -> Status:
 
 
 def required_but_off(st: Status) -> None:
-    """Raises ImportError when MESHJIT_NATIVE=1 and the build is not used
-    (except in the `meshjit-native` tool itself, which must be able to build)."""
+    """Raises ImportError when MESHJIT_NATIVE is not auto/0/1, or is 1 and the
+    build is not used (except in the `meshjit-native` tool itself, which must
+    be able to build)."""
+    policy = os.environ.get(_ENV, "auto")
+    if policy not in ("auto", "0", "1"):
+        raise ImportError(f"{_ENV} must be auto, 0 or 1, not {policy!r}")
     tool = os.path.basename(sys.argv[0]) == "meshjit-native" if sys.argv else False
-    if os.environ.get(_ENV) == "1" and not st.active and not tool:
+    if policy == "1" and not st.active and not tool:
         raise ImportError(
             f"{_ENV}=1 but meshjit's compiled modules are off: {st.reason}"
         )
@@ -283,12 +288,17 @@ def build(root: Path = ROOT, native_dir: Path = NATIVE_DIR) -> int:
             return 1
         manifest = {"sources": before, "abi": suffix, "modules": modules}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-        # Swap the whole folder: a running process keeps its mapped files.
+        # Swap whole folders by renaming: a process starting meanwhile sees
+        # the old build or the new one, never a half-copied file, and a
+        # running process keeps the files it mapped.
+        new = native_dir.with_name(native_dir.name + ".new")
         old = native_dir.with_name(native_dir.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
+        for d in (new, old):
+            shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(out, new)
         if native_dir.exists():
             native_dir.rename(old)
-        shutil.copytree(out, native_dir, symlinks=False)
+        new.rename(native_dir)
         shutil.rmtree(old, ignore_errors=True)
     print(f"meshjit.native: {len(modules)} extensions in {native_dir}")
     return 0

@@ -99,6 +99,10 @@ def test_policy_zero_and_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     stale = native.status(tmp_path / "none", root)
     with pytest.raises(ImportError, match="MESHJIT_NATIVE=1 but"):
         native.required_but_off(stale)
+    native.required_but_off(native.status(tmp_path / "native", root))
+    monkeypatch.setenv("MESHJIT_NATIVE", "yes")
+    with pytest.raises(ImportError, match="must be auto, 0 or 1, not 'yes'"):
+        native.required_but_off(st)
 
 
 def test_module_paths() -> None:
