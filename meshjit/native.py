@@ -241,6 +241,14 @@ setup(
 
 def build(root: Path = ROOT, native_dir: Path = NATIVE_DIR) -> int:
     """Compiles MODULES into `native_dir` (replaced as a whole at the end)."""
+    missing_dirs = [d for d in _PACKAGE_DIRS.values() if not (root / d).is_dir()]
+    if missing_dirs:
+        print(
+            f"meshjit.native: {root} is not a meshjit source checkout (no "
+            f"{', '.join(missing_dirs)}/); the build works on an editable "
+            "install (pip install -e .)"
+        )
+        return 1
     before = source_hash(root)
     with tempfile.TemporaryDirectory(prefix="meshjit-native-") as tmp_name:
         tmp = Path(tmp_name)

@@ -135,3 +135,12 @@ def test_status_command_runs() -> None:
         [str(tool), "status"], capture_output=True, text=True, check=True
     ).stdout
     assert out.startswith(("on: ", "off: ")), out
+
+
+def test_build_refuses_what_is_not_a_source_checkout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "meshjit").mkdir()
+    assert native.build(tmp_path, tmp_path / "native") == 1
+    assert "not a meshjit source checkout" in capsys.readouterr().out
+    assert not (tmp_path / "native").exists()
