@@ -1,8 +1,8 @@
 """Compiled (mypyc) builds of meshjit's hot modules, used only while fresh.
 
-The graph reader, the rule table and the propagation core are plain typed
-Python. `meshjit-native build` compiles them with mypyc (the
-compiler mypy ships, as black and mypy itself are compiled) into
+The hot path (`MODULES`: graph reader, rule table, propagation, export and
+the partitioner) is plain typed Python. `meshjit-native build` compiles it
+with mypyc (the compiler mypy ships, as black and mypy itself are compiled) into
 `build/native/` of the source checkout, with a manifest holding a hash of
 every meshjit source file. On import, meshjit loads the compiled modules only
 when that hash still matches the sources: after any edit the Python source
