@@ -17,9 +17,7 @@ from meshjit.compiler.diagnostics import Diagnostics
 from meshjit.compiler.graph import read_graph, write_attrs
 from meshjit.compiler.ir import ir
 from meshjit.compiler.pass_base import ModulePass
-from meshjit.passes.propagation.export import Exporter, even_boundary
-
-__all__ = ["ExportShardingsPass", "even_boundary"]
+from meshjit.passes.propagation.export import Exporter
 
 
 @dataclass(frozen=True)
