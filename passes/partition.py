@@ -1,6 +1,6 @@
 """The partition pass: a sharded module becomes the per-device program.
 
-The partitioner itself is `passes/partitioner.py` (compiled by
+The partitioner itself is the package `passes/partitioner/` (compiled by
 `meshjit-native build`; a pass class cannot be, see meshjit/native.py).
 """
 

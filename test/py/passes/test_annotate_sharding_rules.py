@@ -339,7 +339,7 @@ def ledger_text(corpus: list[OpComparison]) -> str:
         "- *validated numerically*: `meshjit.compiler.rule_validator` on "
         "`standard_cases()`: factors checked / false positives / false negatives "
         "(collectives run on one device of a simulated replica group).",
-        "- *partitioned*: how `passes/partitioner.py` runs the op on local blocks "
+        "- *partitioned*: how `passes/partitioner/` runs the op on local blocks "
         "(`partition_support`); *replicated* means its operands are gathered "
         "and it runs whole, correct but not parallel (the partitioner says so "
         "in a remark).",

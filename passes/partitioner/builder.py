@@ -1,0 +1,430 @@
+"""The one place that writes MLIR text for the per-device program.
+
+Handlers build ops through `Builder`; every SSA value they hold is a `Val`
+(name and type), so no handler spells a type, an attribute or an op in text.
+Ops are written in MLIR's generic form; the module is parsed and printed once
+the whole body is built.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from meshjit.errors import InternalError
+
+
+class Ty(NamedTuple):
+    """A type: a ranked tensor (shape, element type), or another type's text
+    (`!stablehlo.token`) with `shape` None."""
+
+    shape: tuple[int, ...] | None
+    dtype: str
+
+    @property
+    def text(self) -> str:
+        if self.shape is None:
+            return self.dtype
+        if not self.shape:
+            return f"tensor<{self.dtype}>"
+        return "tensor<" + "x".join(map(str, self.shape)) + f"x{self.dtype}>"
+
+    def with_shape(self, shape: Sequence[int]) -> Ty:
+        return Ty(tuple(shape), self.dtype)
+
+    def with_dtype(self, dtype: str) -> Ty:
+        return Ty(self.shape, dtype)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape) if self.shape is not None else -1
+
+
+class Val(NamedTuple):
+    """An SSA value of the program being built."""
+
+    name: str
+    ty: Ty
+
+
+I32 = Ty((), "i32")
+PRED = Ty((), "i1")
+
+_ITEMSIZE = {
+    "i1": 1,
+    "i8": 1,
+    "ui8": 1,
+    "i16": 2,
+    "ui16": 2,
+    "f16": 2,
+    "bf16": 2,
+    "i32": 4,
+    "ui32": 4,
+    "f32": 4,
+    "i64": 8,
+    "ui64": 8,
+    "f64": 8,
+    "complex<f32>": 8,
+    "complex<f64>": 16,
+}
+
+
+def itemsize(dtype: str) -> int:
+    if dtype in _ITEMSIZE:
+        return _ITEMSIZE[dtype]
+    m = re.match(r"[a-z]*?(\d+)", dtype)
+    return max(1, int(m.group(1)) // 8) if m else 4
+
+
+def i64_array(values: Sequence[int]) -> str:
+    return "array<i64: " + ", ".join(map(str, values)) + ">" if values else "array<i64>"
+
+
+def zero_text(dtype: str) -> str:
+    """The literal of zero (false) in a dense attribute of `dtype`."""
+    if dtype == "i1":
+        return "false"
+    return "0" if dtype[0] in "iu" else "0.0"
+
+
+def pairs_attr(pairs: Sequence[tuple[int, int]]) -> str:
+    rows = ", ".join(f"[{a}, {b}]" for a, b in pairs)
+    return f"dense<[{rows}]> : tensor<{len(pairs)}x2xi64>"
+
+
+def groups_attr(groups: Sequence[Sequence[int]]) -> str:
+    rows = ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups)
+    return f"dense<[{rows}]> : tensor<{len(groups)}x{len(groups[0])}xi64>"
+
+
+class Builder:
+    """Appends ops, in generic form, to the lines of the region being built."""
+
+    def __init__(self, indent: int = 2) -> None:
+        self.lines: list[str] = []
+        self.indent = indent
+        self.counter = 0
+        self.channel = 0
+
+    # -- names and regions ---------------------------------------------------
+
+    def fresh(self) -> str:
+        self.counter += 1
+        return f"%v{self.counter}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.indent + text)
+
+    def capture(self) -> tuple[list[str], int]:
+        """Starts writing a region body elsewhere; `restore` returns it."""
+        saved = (self.lines, self.indent)
+        self.lines = []
+        self.indent = 1
+        return saved
+
+    def restore(self, saved: tuple[list[str], int]) -> list[str]:
+        body = self.lines
+        self.lines, self.indent = saved
+        return body
+
+    def block_args(self, types: Sequence[Ty]) -> tuple[list[Val], list[str]]:
+        """A region's entry block: its arguments and header line."""
+        args = [Val(self.fresh(), t) for t in types]
+        decl = ", ".join(f"{a.name}: {a.ty.text}" for a in args)
+        return args, [f"^bb0({decl}):"] if args else []
+
+    def channel_handle(self) -> str:
+        self.channel += 1
+        return f"#stablehlo.channel_handle<handle = {self.channel}, type = 1>"
+
+    # -- the one generic emitter ---------------------------------------------
+
+    def op(
+        self,
+        name: str,
+        operands: Sequence[Val],
+        results: Sequence[Ty],
+        attrs: Mapping[str, str] | None = None,
+        regions: Sequence[list[str]] = (),
+    ) -> list[Val]:
+        """Emits one op; returns its results. An attribute whose value is ""
+        is a unit attribute (`use_global_device_ids`)."""
+        base = self.fresh() if results else ""
+        n = len(results)
+        names = [base] if n == 1 else [f"{base}#{i}" for i in range(n)]
+        lhs = "" if n == 0 else (f"{base} = " if n == 1 else f"{base}:{n} = ")
+        text = f'{lhs}"{name}"({", ".join(v.name for v in operands)})'
+        if regions:
+            text += (
+                " (" + ", ".join("{\n" + "\n".join(r) + "\n}" for r in regions) + ")"
+            )
+        if attrs:
+            items = (f"{k} = {v}" if v else k for k, v in attrs.items())
+            text += " {" + ", ".join(items) + "}"
+        ins = ", ".join(v.ty.text for v in operands)
+        outs = ", ".join(t.text for t in results)
+        text += f" : ({ins}) -> ({outs})"
+        for piece in text.split("\n"):
+            self.line(piece)
+        return [Val(nm, t) for nm, t in zip(names, results, strict=True)]
+
+    def op1(
+        self,
+        name: str,
+        operands: Sequence[Val],
+        result: Ty,
+        attrs: Mapping[str, str] | None = None,
+        regions: Sequence[list[str]] = (),
+    ) -> Val:
+        return self.op(name, operands, [result], attrs, regions)[0]
+
+    def ret(self, name: str, values: Sequence[Val]) -> None:
+        self.op(name, values, [])
+
+    # -- constants and scalars -----------------------------------------------
+
+    def constant(self, ty: Ty, value_text: str) -> Val:
+        """A constant from its dense attribute text (`dense<...> : type`)."""
+        return self.op1("stablehlo.constant", [], ty, {"value": value_text})
+
+    def splat(self, ty: Ty, literal: str) -> Val:
+        return self.constant(ty, f"dense<{literal}> : {ty.text}")
+
+    def ints(self, values: Sequence[int]) -> Val:
+        ty = Ty((len(values),), "i32")
+        return self.constant(ty, f"dense<[{', '.join(map(str, values))}]> : {ty.text}")
+
+    def partition_id(self) -> Val:
+        return self.op1("stablehlo.partition_id", [], Ty((), "ui32"))
+
+    def iota(self, ty: Ty, dim: int) -> Val:
+        return self.op1("stablehlo.iota", [], ty, {"iota_dimension": f"{dim} : i64"})
+
+    # -- elementwise ------------------------------------------------------------
+
+    def binary(self, name: str, a: Val, b: Val) -> Val:
+        return self.op1(name, [a, b], a.ty)
+
+    def unary(self, name: str, a: Val) -> Val:
+        return self.op1(name, [a], a.ty)
+
+    def convert(self, a: Val, dtype: str) -> Val:
+        if a.ty.dtype == dtype:
+            return a
+        return self.op1("stablehlo.convert", [a], a.ty.with_dtype(dtype))
+
+    def compare(self, a: Val, b: Val, direction: str) -> Val:
+        return self.op1(
+            "stablehlo.compare",
+            [a, b],
+            a.ty.with_dtype("i1"),
+            {"comparison_direction": f"#stablehlo<comparison_direction {direction}>"},
+        )
+
+    def select(self, pred: Val, on_true: Val, on_false: Val) -> Val:
+        return self.op1("stablehlo.select", [pred, on_true, on_false], on_true.ty)
+
+    # -- shape ops --------------------------------------------------------------
+
+    def broadcast(self, a: Val, ty: Ty, dims: Sequence[int] = ()) -> Val:
+        return self.op1(
+            "stablehlo.broadcast_in_dim",
+            [a],
+            ty,
+            {"broadcast_dimensions": i64_array(dims)},
+        )
+
+    def reshape(self, a: Val, shape: Sequence[int]) -> Val:
+        return self.op1("stablehlo.reshape", [a], a.ty.with_shape(shape))
+
+    def slice(
+        self,
+        a: Val,
+        starts: Sequence[int],
+        limits: Sequence[int],
+        strides: Sequence[int] | None = None,
+    ) -> Val:
+        steps = list(strides) if strides is not None else [1] * len(starts)
+        shape = [
+            max(0, -(-(hi - lo) // st))
+            for lo, hi, st in zip(starts, limits, steps, strict=True)
+        ]
+        return self.op1(
+            "stablehlo.slice",
+            [a],
+            a.ty.with_shape(shape),
+            {
+                "start_indices": i64_array(starts),
+                "limit_indices": i64_array(limits),
+                "strides": i64_array(steps),
+            },
+        )
+
+    def slice_dim(self, a: Val, dim: int, start: int, size: int) -> Val:
+        """`size` elements of `a` along `dim` from `start`."""
+        shape = a.ty.shape
+        if shape is None:
+            raise InternalError("slice of a non-tensor")
+        if start == 0 and size == shape[dim]:
+            return a
+        starts = [0] * len(shape)
+        limits = list(shape)
+        starts[dim], limits[dim] = start, start + size
+        return self.slice(a, starts, limits)
+
+    def dynamic_slice(self, a: Val, starts: Sequence[Val], sizes: Sequence[int]) -> Val:
+        return self.op1(
+            "stablehlo.dynamic_slice",
+            [a, *starts],
+            a.ty.with_shape(sizes),
+            {"slice_sizes": i64_array(sizes)},
+        )
+
+    def dynamic_update_slice(self, a: Val, update: Val, starts: Sequence[Val]) -> Val:
+        return self.op1("stablehlo.dynamic_update_slice", [a, update, *starts], a.ty)
+
+    def concatenate(self, parts: Sequence[Val], dim: int) -> Val:
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0].ty.shape
+        if first is None:
+            raise InternalError("concatenate of non-tensors")
+        shape = list(first)
+        shape[dim] = sum((p.ty.shape or ())[dim] for p in parts)
+        return self.op1(
+            "stablehlo.concatenate",
+            parts,
+            parts[0].ty.with_shape(shape),
+            {"dimension": f"{dim} : i64"},
+        )
+
+    def pad(
+        self,
+        a: Val,
+        value: Val,
+        low: Sequence[int],
+        high: Sequence[int],
+        interior: Sequence[int] | None = None,
+    ) -> Val:
+        inner = list(interior) if interior is not None else [0] * len(low)
+        shape = a.ty.shape or ()
+        out = [
+            lo + hi + n + max(0, n - 1) * i
+            for n, lo, hi, i in zip(shape, low, high, inner, strict=True)
+        ]
+        return self.op1(
+            "stablehlo.pad",
+            [a, value],
+            a.ty.with_shape(out),
+            {
+                "edge_padding_low": i64_array(low),
+                "edge_padding_high": i64_array(high),
+                "interior_padding": i64_array(inner),
+            },
+        )
+
+    def reverse(self, a: Val, dims: Sequence[int]) -> Val:
+        return self.op1("stablehlo.reverse", [a], a.ty, {"dimensions": i64_array(dims)})
+
+    # -- reductions and regions -------------------------------------------------
+
+    def scalar_region(self, combiner: str, dtype: str) -> list[str]:
+        """`^bb0(a, b): return combiner(a, b)` on scalars of `dtype`."""
+        t = Ty((), dtype)
+        saved = self.capture()
+        (a, b), header = self.block_args([t, t])
+        s = self.op1(combiner, [a, b], t)
+        self.ret("stablehlo.return", [s])
+        return header + self.restore(saved)
+
+    def reduce(self, a: Val, init: Val, dims: Sequence[int], combiner: str) -> Val:
+        shape = [n for d, n in enumerate(a.ty.shape or ()) if d not in dims]
+        return self.op1(
+            "stablehlo.reduce",
+            [a, init],
+            a.ty.with_shape(shape),
+            {"dimensions": i64_array(dims)},
+            [self.scalar_region(combiner, a.ty.dtype)],
+        )
+
+    # -- collectives ------------------------------------------------------------
+
+    def all_gather(self, a: Val, dim: int, groups: str, result: Ty) -> Val:
+        return self.op1(
+            "stablehlo.all_gather",
+            [a],
+            result,
+            {
+                "all_gather_dim": f"{dim} : i64",
+                "replica_groups": groups,
+                "channel_handle": self.channel_handle(),
+                "use_global_device_ids": "",
+            },
+        )
+
+    def all_to_all(
+        self,
+        a: Val,
+        split_dim: int,
+        concat_dim: int,
+        count: int,
+        groups: str,
+        result: Ty,
+    ) -> Val:
+        return self.op1(
+            "stablehlo.all_to_all",
+            [a],
+            result,
+            {
+                "split_dimension": f"{split_dim} : i64",
+                "concat_dimension": f"{concat_dim} : i64",
+                "split_count": f"{count} : i64",
+                "replica_groups": groups,
+                "channel_handle": self.channel_handle(),
+            },
+        )
+
+    def collective_permute(self, a: Val, pairs: Sequence[tuple[int, int]]) -> Val:
+        """Each (source, target) pair sends the source's `a` to the target; a
+        device that is no pair's target receives zeros."""
+        return self.op1(
+            "stablehlo.collective_permute",
+            [a],
+            a.ty,
+            {
+                "source_target_pairs": pairs_attr(pairs),
+                "channel_handle": self.channel_handle(),
+            },
+        )
+
+    def all_reduce(self, a: Val, groups: str, combiner: str) -> Val:
+        region = self.scalar_region(combiner, a.ty.dtype)
+        return self.op1(
+            "stablehlo.all_reduce",
+            [a],
+            a.ty,
+            {
+                "replica_groups": groups,
+                "channel_handle": self.channel_handle(),
+                "use_global_device_ids": "",
+            },
+            [region],
+        )
+
+    def reduce_scatter(
+        self, a: Val, dim: int, groups: str, combiner: str, result: Ty
+    ) -> Val:
+        region = self.scalar_region(combiner, a.ty.dtype)
+        return self.op1(
+            "stablehlo.reduce_scatter",
+            [a],
+            result,
+            {
+                "scatter_dimension": f"{dim} : i64",
+                "replica_groups": groups,
+                "channel_handle": self.channel_handle(),
+                "use_global_device_ids": "",
+            },
+            [region],
+        )

@@ -1,0 +1,586 @@
+"""The partitioner's state while it walks the graph, and the services every
+handler shares: SSA names per scope, layouts, device coordinates, resharding
+by collectives, and binding an op's results (partial sums included).
+
+A handler gets a `Node` and this context; it emits through `ctx.b` (the
+builder) and binds the node's results with `ctx.bind_result`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+
+from meshjit.compiler.diagnostics import SourceLoc
+from meshjit.compiler.graph import Block, DenseElements, Graph, Node
+from meshjit.compiler.op_info import combiner as _combiner
+from meshjit.dialects.reshard import (
+    AllGather,
+    AllReduce,
+    AllToAll,
+    CollectivePermute,
+    DimAxes,
+    Layout,
+    LocalSlice,
+    ReduceScatter,
+    Step,
+    apply_step,
+    axis_stride,
+    plan_reshard,
+    replica_groups,
+    reshard_bytes,
+    step_bytes,
+)
+from meshjit.dialects.sharding import AxisRef, MeshModel
+from meshjit.errors import InternalError
+from meshjit.passes.partitioner.builder import (
+    I32,
+    Builder,
+    Ty,
+    Val,
+    groups_attr,
+    itemsize,
+)
+from meshjit.passes.partitioner.cost import CostModel
+from meshjit.passes.partitioner.layouts import (
+    axes_text,
+    axis_text,
+    layout_text,
+    local_shape,
+    replicated,
+    span,
+)
+from meshjit.passes.partitioner.report import Collective, PartitionReport, Remark
+
+Handler = Callable[[Node, "PartitionCtx"], None]
+
+# Ops linear in (some of) their operands: a partial sum can flow through them
+# unreduced (`PartitionCtx.linear_in` has the per-op conditions).
+LINEAR_OPS = frozenset(
+    {
+        "stablehlo.add",
+        "stablehlo.broadcast_in_dim",
+        "stablehlo.divide",
+        "stablehlo.dot_general",
+        "stablehlo.multiply",
+        "stablehlo.negate",
+        "stablehlo.reduce",
+        "stablehlo.reshape",
+        "stablehlo.select",
+        "stablehlo.slice",
+        "stablehlo.subtract",
+        "stablehlo.transpose",
+    }
+)
+_TERMINATORS = frozenset({"func.return", "stablehlo.return", "sdy.return"})
+
+
+class Scope:
+    """SSA values of one region nesting level; outer levels stay visible."""
+
+    def __init__(self, parent: Scope | None) -> None:
+        self.parent = parent
+        self.names: dict[int, Val] = {}  # graph value id -> local value
+        self.cache: dict[object, Val] = {}  # coordinates, constants, reshards
+        # Other layouts a value is available in locally (graph value id ->
+        # [(layout, value)]): what an op computed before its result was
+        # resharded, and earlier reshards. A later use picks the cheapest.
+        self.versions: dict[int, list[tuple[Layout, Val]]] = {}
+
+    def lookup(self, vid: int) -> Val | None:
+        scope: Scope | None = self
+        while scope is not None:
+            found = scope.names.get(vid)
+            if found is not None:
+                return found
+            scope = scope.parent
+        return None
+
+    def versions_of(self, vid: int) -> list[tuple[Layout, Val]]:
+        found: list[tuple[Layout, Val]] = []
+        scope: Scope | None = self
+        while scope is not None:
+            found += scope.versions.get(vid, ())
+            scope = scope.parent
+        return found
+
+    def cached(self, key: object) -> Val | None:
+        scope: Scope | None = self
+        while scope is not None:
+            found = scope.cache.get(key)
+            if found is not None:
+                return found
+            scope = scope.parent
+        return None
+
+
+class PartitionCtx:
+    """What handlers share while the per-device body is built."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        mesh_name: str,
+        mesh: MeshModel,
+        layouts: dict[int, Layout],
+        report: PartitionReport,
+        handlers: Mapping[str, Handler],
+        default: Handler,
+        cost: CostModel,
+    ) -> None:
+        self.graph = graph
+        self.mesh_name = mesh_name
+        self.mesh = mesh
+        self.layouts = layouts
+        self.report = report
+        self.handlers = handlers
+        self.default = default
+        self.cost = cost
+        self.b = Builder()
+        self.scope = Scope(None)
+        self.inline_depth = 0
+        self.factor_cache: dict[object, tuple[DimAxes, ...]] = {}
+        # Partial sums left unreduced while they flow through a linear op:
+        # value id -> (its layout now, the axes it still has to be summed over).
+        self.deferred: dict[int, tuple[Layout, DimAxes]] = {}
+
+    # -- scopes ------------------------------------------------------------------
+
+    def push_scope(self) -> Scope:
+        self.scope = Scope(self.scope)
+        return self.scope
+
+    def pop_scope(self) -> None:
+        self.scope = self.scope.parent or self.scope
+
+    def remark(self, loc: SourceLoc, message: str) -> None:
+        self.report.remarks.append(Remark(loc, message))
+
+    # -- values --------------------------------------------------------------------
+
+    def val(self, vid: int) -> Val:
+        found = self.scope.lookup(vid)
+        if found is None:
+            raise InternalError(f"partition: value {vid} used before it was emitted")
+        return found
+
+    def bind(self, vid: int, value: Val) -> None:
+        self.scope.names[vid] = value
+
+    def global_ty(self, vid: int) -> Ty:
+        v = self.graph.value(vid)
+        return Ty(v.shape, v.dtype) if v.shape is not None else Ty(None, v.type)
+
+    def layout(self, vid: int) -> Layout:
+        """The value's layout now: its assigned one, or while it is a deferred
+        partial sum, the layout it was produced with."""
+        deferred = self.deferred.get(vid)
+        if deferred is not None:
+            return deferred[0]
+        shape = self.graph.value(vid).shape or ()
+        return self.layouts.get(vid, replicated(len(shape)))
+
+    def local_shape(self, shape: Sequence[int], layout: Layout) -> tuple[int, ...]:
+        return local_shape(shape, layout, self.mesh)
+
+    def local_ty(self, vid: int, layout: Layout | None = None) -> Ty:
+        v = self.graph.value(vid)
+        if v.shape is None:
+            return Ty(None, v.type)
+        lay = self.layout(vid) if layout is None else layout
+        return Ty(self.local_shape(v.shape, lay), v.dtype)
+
+    # -- device coordinates ----------------------------------------------------
+
+    def const_i32(self, value: int) -> Val:
+        key = ("i32", value)
+        found = self.scope.cached(key)
+        if found is not None:
+            return found
+        made = self.b.splat(I32, str(value))
+        self.scope.cache[key] = made
+        return made
+
+    def partition_position(self) -> Val:
+        key = "position"
+        found = self.scope.cached(key)
+        if found is not None:
+            return found
+        pos = self.b.convert(self.b.partition_id(), "i32")
+        self.scope.cache[key] = pos
+        return pos
+
+    def coordinate(self, axis: AxisRef) -> Val:
+        key = ("coord", axis)
+        found = self.scope.cached(key)
+        if found is not None:
+            return found
+        value = self.partition_position()
+        stride = axis_stride(self.mesh, axis)
+        if stride != 1:
+            value = self.b.binary("stablehlo.divide", value, self.const_i32(stride))
+        size = axis.full_size(self.mesh)
+        if size * stride != self.mesh.size:
+            value = self.b.binary("stablehlo.remainder", value, self.const_i32(size))
+        self.scope.cache[key] = value
+        return value
+
+    def block_index(self, axes: Sequence[AxisRef]) -> Val:
+        """Row-major index of this device's block over `axes` (major first)."""
+        if not axes:
+            return self.const_i32(0)
+        index = self.coordinate(axes[0])
+        for axis in axes[1:]:
+            size = self.const_i32(axis.full_size(self.mesh))
+            scaled = self.b.binary("stablehlo.multiply", index, size)
+            index = self.b.binary("stablehlo.add", scaled, self.coordinate(axis))
+        return index
+
+    def dim_offset(self, axes: Sequence[AxisRef], block: int) -> Val:
+        if not axes:
+            return self.const_i32(0)
+        index = self.block_index(axes)
+        if block == 1:
+            return index
+        return self.b.binary("stablehlo.multiply", index, self.const_i32(block))
+
+    def per_position(self, values: Sequence[int]) -> Val:
+        """A scalar that is `values[p]` on the device at mesh position p."""
+        if len(set(values)) == 1:
+            return self.const_i32(values[0])
+        key = ("per-position", tuple(values))
+        found = self.scope.cached(key)
+        if found is not None:
+            return found
+        table = self.b.ints(values)
+        one = self.b.dynamic_slice(table, [self.partition_position()], [1])
+        value = self.b.reshape(one, ())
+        self.scope.cache[key] = value
+        return value
+
+    def cut(self, a: Val, offsets: Sequence[Sequence[int]], part: Sequence[int]) -> Val:
+        """This device's `part`-shaped piece of `a` at `offsets[position]`."""
+        starts = [
+            self.per_position([row[d] for row in offsets]) for d in range(len(part))
+        ]
+        return self.b.dynamic_slice(a, starts, part)
+
+    # -- collectives -----------------------------------------------------------
+
+    def groups(self, axes: Sequence[AxisRef]) -> str:
+        return groups_attr(replica_groups(self.mesh, tuple(axes)))
+
+    def record(
+        self,
+        kind: str,
+        axes: Sequence[AxisRef],
+        nbytes: int,
+        why: tuple[str, SourceLoc, str],
+    ) -> None:
+        op_name, loc, reason = why
+        group = span(axes, self.mesh)
+        seconds = self.cost.collective_seconds(kind, nbytes, group)
+        names = tuple(axis_text(a) for a in axes)
+        self.report.collectives.append(
+            Collective(kind, names, nbytes, op_name, loc, reason, seconds)
+        )
+
+    def reshard(
+        self,
+        a: Val,
+        shape: Sequence[int],
+        src: Layout,
+        dst: Layout,
+        why: tuple[str, SourceLoc, str],
+        partial: DimAxes = (),
+        combiner: str = "stablehlo.add",
+    ) -> Val:
+        """Emits the collectives taking `a` from `src` (+ partial) to `dst`."""
+        if src == dst and not partial:
+            return a
+        if math.prod(shape) == 0:
+            # No elements: nothing to move (collectives reject zero-size dims).
+            ty = a.ty.with_shape(self.local_shape(shape, dst))
+            return self.b.constant(ty, f"dense<> : {ty.text}")
+        steps = plan_reshard(src, dst, shape, self.mesh, partial)
+        cur = [list(d) for d in src]
+        for step in steps:
+            a = self.emit_step(a, shape, cur, step, why, combiner)
+        return a
+
+    def emit_step(
+        self,
+        a: Val,
+        shape: Sequence[int],
+        cur: list[list[AxisRef]],
+        step: Step,
+        why: tuple[str, SourceLoc, str],
+        combiner: str,
+    ) -> Val:
+        dtype = a.ty.dtype
+        local_before = self.local_shape(shape, tuple(tuple(d) for d in cur))
+        apply_step(cur, step)  # `cur` is now the layout after the step
+        local_after = self.local_shape(shape, tuple(tuple(d) for d in cur))
+        after = Ty(local_after, dtype)
+        if isinstance(step, LocalSlice):
+            starts = [
+                self.dim_offset(added, local_after[d])
+                for d, added in enumerate(step.added)
+            ]
+            return self.b.dynamic_slice(a, starts, local_after)
+        moved = step_bytes(step, local_before, itemsize(dtype), self.mesh)
+        if isinstance(step, CollectivePermute):
+            self.record("collective-permute", step.axes, moved, why)
+            if step.offsets is not None:
+                a = self.cut(a, step.offsets, step.part)
+            return self.b.collective_permute(a, step.pairs)
+        if isinstance(step, AllGather):
+            self.record("all-gather", step.axes, moved, why)
+            return self.b.all_gather(a, step.dim, self.groups(step.axes), after)
+        if isinstance(step, AllToAll):
+            self.record("all-to-all", step.axes, moved, why)
+            count = span(step.axes, self.mesh)
+            groups = self.groups(step.axes)
+            return self.b.all_to_all(
+                a, step.split_dim, step.concat_dim, count, groups, after
+            )
+        assert isinstance(step, AllReduce | ReduceScatter)
+        kind = "all-reduce" if isinstance(step, AllReduce) else "reduce-scatter"
+        self.record(kind, step.axes, moved, why)
+        reduced = self.reduce_across(a, after, step, combiner)
+        if combiner not in ("stablehlo.maximum", "stablehlo.minimum"):
+            return reduced
+        if not dtype.startswith(("f", "bf")):
+            return reduced
+        # XLA's CPU all-reduce computes max/min without propagating NaN, while
+        # the unsharded reduce does: a 1-byte flag says where a NaN was.
+        op_name, loc, reason = why
+        self.record(
+            kind,
+            step.axes,
+            moved // 4 or moved,
+            (op_name, loc, "NaN flag of " + reason),
+        )
+        b = self.b
+        flag = b.convert(b.compare(a, a, "NE"), "i8")
+        any_nan = self.reduce_across(
+            flag, after.with_dtype("i8"), step, "stablehlo.maximum"
+        )
+        has_nan = b.compare(any_nan, b.splat(any_nan.ty, "0"), "NE")
+        zero = b.splat(Ty((), dtype), "0.0")
+        nan = b.binary("stablehlo.divide", zero, zero)
+        return b.select(has_nan, b.broadcast(nan, after), reduced)
+
+    def reduce_across(
+        self, a: Val, result: Ty, step: AllReduce | ReduceScatter, combiner: str
+    ) -> Val:
+        """One all-reduce or reduce-scatter of `a` with `combiner`."""
+        groups = self.groups(step.axes)
+        if isinstance(step, AllReduce):
+            return self.b.all_reduce(a, groups, combiner)
+        return self.b.reduce_scatter(a, step.dim, groups, combiner, result)
+
+    # -- operands and results --------------------------------------------------
+
+    def value_reshard(
+        self, vid: int, dst: Layout, node: Node, reason: str, op_name: str = ""
+    ) -> Val:
+        v = self.graph.value(vid)
+        src = self.layout(vid)
+        partial = self.deferred.get(vid, ((), ()))[1]
+        if v.shape is None or (src == dst and not partial):
+            return self.val(vid)
+        # A value resharded once to a layout is reused by every later use that
+        # the same definition dominates (same or inner scope).
+        key = ("reshard", vid, dst)
+        found = self.scope.cached(key)
+        if found is not None:
+            return found
+        value = self.val(vid)
+        versions = [] if partial else self.scope.versions_of(vid)
+        if versions:
+            # Start from whichever local copy of the value is cheapest to
+            # take to `dst` (a replicated copy an op computed before its
+            # result was sliced costs nothing to slice again).
+            size = itemsize(v.dtype)
+            best = reshard_bytes(src, dst, v.shape, size, self.mesh)
+            for lay, other in versions:
+                cost = reshard_bytes(lay, dst, v.shape, size, self.mesh)
+                if cost < best:
+                    best, src, value = cost, lay, other
+            if src == dst:
+                return value
+        text = f"{reason}: {layout_text(src)} -> {layout_text(dst)}"
+        if partial:
+            text += f" (partial over {axes_text(partial)})"
+        value = self.reshard(
+            value, v.shape, src, dst, (op_name or node.op, node.loc, text), partial
+        )
+        self.scope.cache[key] = value
+        self.scope.versions.setdefault(vid, []).append((dst, value))
+        return value
+
+    def bind_result(
+        self,
+        vid: int,
+        value: Val,
+        produced: Layout,
+        node: Node,
+        partial: DimAxes = (),
+        combiner: str = "stablehlo.add",
+    ) -> None:
+        v = self.graph.value(vid)
+        self.deferred.pop(vid, None)
+        target = self.layout(vid)
+        if (
+            partial
+            and combiner == "stablehlo.add"
+            and v.shape is not None
+            and self.can_defer(vid, node)
+        ):
+            self.deferred[vid] = (produced, partial)
+            self.bind(vid, value)
+            return
+        if v.shape is not None and (produced != target or partial):
+            if not partial:
+                self.scope.versions.setdefault(vid, []).append((produced, value))
+            text = f"result: {layout_text(produced)} -> {layout_text(target)}"
+            if partial:
+                text += f" (partial over {axes_text(partial)})"
+            value = self.reshard(
+                value,
+                v.shape,
+                produced,
+                target,
+                (node.op, node.loc, text),
+                partial,
+                combiner,
+            )
+        self.bind(vid, value)
+
+    def can_defer(self, vid: int, producer: Node) -> bool:
+        """Leave a partial sum unreduced when its only use is an op linear in
+        it, in the same block, whose result is no larger: the reduction then
+        happens later, on a tensor no bigger than this one."""
+        users = self.graph.users(vid)
+        if len(users) != 1:
+            return False
+        user = self.graph.node(users[0])
+        if user.op not in LINEAR_OPS or user.parent != producer.parent:
+            return False
+        if len(user.results) != 1:
+            return False
+        size = self.graph.value(vid).shape
+        out = self.graph.value(user.results[0]).shape
+        if size is None or out is None:
+            return False
+        return math.prod(out) <= math.prod(size)
+
+    def linear_in(
+        self, node: Node, pending: Mapping[int, DimAxes], wants: Sequence[Layout]
+    ) -> bool:
+        """Whether `node` may run on the deferred partial operands `pending`
+        (operand index -> axes) as they are and pass the partial sum on."""
+        axes = set(pending.values())
+        if len(axes) != 1 or node.op not in LINEAR_OPS:
+            return False
+        (summed,) = axes
+        names = {a.name for a in summed}
+        for i, vid in enumerate(node.operands):
+            if i in pending:
+                if wants[i] != self.layout(vid):
+                    return False
+            elif any(a.name in names for d in wants[i] for a in d):
+                return False  # must be the same on every device of the sum
+        tensor_operands = [
+            i for i, v in enumerate(node.operands) if self.graph.value(v).shape
+        ]
+        if node.op in ("stablehlo.add", "stablehlo.subtract"):
+            return set(pending) == set(tensor_operands)
+        if node.op in ("stablehlo.multiply", "stablehlo.dot_general"):
+            return len(pending) == 1
+        if node.op == "stablehlo.divide":
+            return set(pending) == {0}
+        if node.op == "stablehlo.reduce":
+            init = self.graph.value(node.operands[1]).owner
+            value = self.graph.node(init).attrs.get("value") if init >= 0 else None
+            return (
+                set(pending) == {0}
+                and len(node.operands) == 2
+                and _combiner(self.graph, node) == "stablehlo.add"
+                and isinstance(value, DenseElements)
+                and value.splat in (0, 0.0)
+            )
+        if node.op == "stablehlo.select":
+            # select(m, p, c) sums to select(m, sum p, c) when the other branch
+            # is partial too or a constant that summing leaves as it is.
+            if 0 in pending:
+                return False
+            others = {1, 2} - set(pending)
+            return all(self.sum_fixed_point(node.operands[i]) for i in others)
+        return set(pending) == {0}  # negate, transpose, reshape, broadcast, slice
+
+    def sum_fixed_point(self, vid: int) -> bool:
+        """A splat of 0, NaN or infinity (maybe broadcast): x + x + ... == x."""
+        owner = self.graph.value(vid).owner
+        if owner < 0:
+            return False
+        node = self.graph.node(owner)
+        if node.op == "stablehlo.broadcast_in_dim":
+            return self.sum_fixed_point(node.operands[0])
+        if node.op not in ("stablehlo.constant", "sdy.constant"):
+            return False
+        value = node.attrs.get("value")
+        if not isinstance(value, DenseElements) or value.values is not None:
+            return False
+        if value.splat is not None:
+            return value.splat in (0, 0.0) or not math.isfinite(float(value.splat))
+        text = node.attr_text.get("value", "")
+        m = re.match(r"dense<(0x[0-9A-Fa-f]+)>", text)
+        if m is None or len(m.group(1)) != 10:
+            return False
+        bits = int(m.group(1), 16)
+        return (bits & 0x7F800000) == 0x7F800000  # f32 NaN or infinity
+
+    # -- walking ---------------------------------------------------------------
+
+    def emit_block(self, nodes: Sequence[int]) -> list[int] | None:
+        """Emits the ops of a block; returns the terminator's operand ids."""
+        for nid in nodes:
+            node = self.graph.node(nid)
+            if node.op in _TERMINATORS:
+                return list(node.operands)
+            self.handlers.get(node.op, self.default)(node, self)
+        return None
+
+    def verbatim_region(self, block: Block) -> list[str]:
+        """A region copied with its own (global) types: a scalar body (reduce
+        combiner, comparator) or a shard_map body."""
+        saved = self.b.capture()
+        args, header = self.b.block_args([self.global_ty(a) for a in block.args])
+        self.push_scope()
+        for a, v in zip(block.args, args, strict=True):
+            self.bind(a, v)
+        for nid in block.nodes:
+            self.emit_verbatim(self.graph.node(nid))
+        self.pop_scope()
+        return header + self.b.restore(saved)
+
+    def emit_verbatim(self, node: Node) -> None:
+        """`node` as it is, on the values bound to its operands."""
+        operands = [self.val(v) for v in node.operands]
+        results = [self.global_ty(v) for v in node.results]
+        regions = [self.verbatim_region(r[0]) for r in node.regions]
+        outs = self.b.op(node.op, operands, results, plain_attrs(node), regions)
+        for vid, out in zip(node.results, outs, strict=True):
+            self.bind(vid, out)
+
+
+def plain_attrs(node: Node) -> dict[str, str]:
+    """The op's attributes as printed, less sharding annotations."""
+    return {
+        k: v
+        for k, v in node.attr_text.items()
+        if not k.startswith(("sdy.", "mhlo.sharding"))
+    }

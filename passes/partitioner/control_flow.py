@@ -1,0 +1,168 @@
+"""Calls (inlined), while and case (regions partitioned with the op's result
+layouts), and shard_map bodies (sdy.manual_computation)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from meshjit.compiler.graph import Node, Opaque
+from meshjit.dialects.reshard import Layout
+from meshjit.dialects.sdy_text import parse_sharding_per_value
+from meshjit.dialects.sharding import TensorSharding
+from meshjit.passes.partitioner.context import PartitionCtx
+from meshjit.passes.partitioner.layouts import layout_of
+from meshjit.passes.partitioner.report import PartitionFailure
+
+
+def call(node: Node, ctx: PartitionCtx) -> None:
+    """The callee's body is emitted here on the call's operands."""
+    callee_ref = node.attrs.get("callee")
+    callee_name = getattr(callee_ref, "name", None)
+    if not isinstance(callee_name, str) or callee_name not in ctx.graph.symbols:
+        raise PartitionFailure(node.loc, f"call to unknown function {callee_ref}")
+    if ctx.inline_depth > 64:
+        raise PartitionFailure(node.loc, "calls nest deeper than 64 (recursion?)")
+    func = ctx.graph.node(ctx.graph.symbols[callee_name])
+    block = func.regions[0][0]
+    operands = [
+        ctx.value_reshard(vid, ctx.layout(arg), node, f"argument {i}")
+        for i, (vid, arg) in enumerate(zip(node.operands, block.args, strict=True))
+    ]
+    inner = ctx.push_scope()
+    for arg, value in zip(block.args, operands, strict=True):
+        ctx.bind(arg, value)
+    ctx.inline_depth += 1
+    returned = ctx.emit_block(block.nodes) or []
+    ctx.inline_depth -= 1
+    values = [ctx.val(v) for v in returned]
+    layouts = [ctx.layout(v) for v in returned]
+    # Values made inside the callee stay valid: inlined code is one block.
+    ctx.pop_scope()
+    # Device coordinates stay valid after the inlined body; reshards of the
+    # callee's values must not, or a second call of it would reuse them.
+    ctx.scope.cache.update(
+        (k, v)
+        for k, v in inner.cache.items()
+        if not (isinstance(k, tuple) and k[0] == "reshard")
+    )
+    for vid, value, lay in zip(node.results, values, layouts, strict=True):
+        ctx.bind_result(vid, value, lay, node)
+
+
+def _region(
+    ctx: PartitionCtx,
+    block_args: Sequence[int],
+    nodes: Sequence[int],
+    results: Sequence[int],
+    arg_layouts: Sequence[Layout],
+    node: Node,
+) -> list[str]:
+    """A partitioned region whose terminator returns values laid out like
+    `results` (the op's results)."""
+    saved = ctx.b.capture()
+    types = [
+        ctx.local_ty(a, lay) for a, lay in zip(block_args, arg_layouts, strict=True)
+    ]
+    args, header = ctx.b.block_args(types)
+    ctx.push_scope()
+    for a, value, lay in zip(block_args, args, arg_layouts, strict=True):
+        ctx.bind(a, value)
+        ctx.layouts[a] = lay
+    returned = ctx.emit_block(nodes) or []
+    outs = [
+        ctx.value_reshard(vid, ctx.layout(res), node, f"region result {i}")
+        for i, (vid, res) in enumerate(zip(returned, results, strict=True))
+    ]
+    ctx.b.ret("stablehlo.return", outs)
+    ctx.pop_scope()
+    return header + ctx.b.restore(saved)
+
+
+def while_(node: Node, ctx: PartitionCtx) -> None:
+    lays = [ctx.layout(r) for r in node.results]
+    operands = [
+        ctx.value_reshard(v, lay, node, f"operand {i}")
+        for i, (v, lay) in enumerate(zip(node.operands, lays, strict=True))
+    ]
+    cond, body = node.regions
+    cond_block, body_block = cond[0], body[0]
+    # The condition returns a scalar predicate: emitted without resharding.
+    saved = ctx.b.capture()
+    types = [ctx.local_ty(a, lay) for a, lay in zip(cond_block.args, lays, strict=True)]
+    args, header = ctx.b.block_args(types)
+    ctx.push_scope()
+    for a, value, lay in zip(cond_block.args, args, lays, strict=True):
+        ctx.bind(a, value)
+        ctx.layouts[a] = lay
+    returned = ctx.emit_block(cond_block.nodes) or []
+    pred = ctx.value_reshard(returned[0], (), node, "loop condition")
+    ctx.b.ret("stablehlo.return", [pred])
+    ctx.pop_scope()
+    cond_region = header + ctx.b.restore(saved)
+    body_region = _region(
+        ctx, body_block.args, body_block.nodes, node.results, lays, node
+    )
+    results = ctx.b.op(
+        "stablehlo.while",
+        operands,
+        [ctx.local_ty(r) for r in node.results],
+        {},
+        [cond_region, body_region],
+    )
+    for vid, value, lay in zip(node.results, results, lays, strict=True):
+        ctx.bind_result(vid, value, lay, node)
+
+
+def case(node: Node, ctx: PartitionCtx) -> None:
+    index = ctx.value_reshard(node.operands[0], (), node, "branch index")
+    regions = [
+        _region(ctx, (), region[0].nodes, node.results, (), node)
+        for region in node.regions
+    ]
+    types = [ctx.local_ty(r) for r in node.results]
+    results = ctx.b.op("stablehlo.case", [index], types, {}, regions)
+    for vid, value in zip(node.results, results, strict=True):
+        ctx.bind(vid, value)
+
+
+def manual_computation(node: Node, ctx: PartitionCtx) -> None:
+    """A shard_map body: already per-device code. Over every mesh axis it is
+    emitted as it is, on operands brought to its in_shardings."""
+    manual = node.attrs.get("manual_axes")
+    names = re.findall(r'"([^"]*)"', manual.text if isinstance(manual, Opaque) else "")
+    if set(names) != set(ctx.mesh.axis_names):
+        raise PartitionFailure(
+            node.loc,
+            "partition handles sdy.manual_computation only when it is manual "
+            f"over every mesh axis; this one is manual over {names or 'none'} "
+            f"of {list(ctx.mesh.axis_names)}",
+        )
+    in_lay = [layout_of(t) for t in _per_value(node.attrs.get("in_shardings"))]
+    out_lay = [layout_of(t) for t in _per_value(node.attrs.get("out_shardings"))]
+    block = node.regions[0][0]
+    operands = [
+        ctx.value_reshard(v, lay, node, f"operand {i}")
+        for i, (v, lay) in enumerate(zip(node.operands, in_lay, strict=True))
+    ]
+    ctx.push_scope()
+    for a, value in zip(block.args, operands, strict=True):
+        ctx.bind(a, value)
+    returned: list[int] = []
+    for nid in block.nodes:
+        child = ctx.graph.node(nid)
+        if child.op == "sdy.return":
+            returned = list(child.operands)
+            break
+        ctx.emit_verbatim(child)
+    values = [ctx.val(v) for v in returned]
+    # The body is one block inlined here: its names stay valid after it.
+    ctx.pop_scope()
+    for vid, value, lay in zip(node.results, values, out_lay, strict=True):
+        ctx.bind_result(vid, value, lay, node)
+
+
+def _per_value(value: object) -> tuple[TensorSharding, ...]:
+    if not isinstance(value, Opaque):
+        return ()
+    return parse_sharding_per_value(value.text)

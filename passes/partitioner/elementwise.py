@@ -1,0 +1,97 @@
+"""Elementwise and shape ops: they run on local blocks as they are, with
+local types (broadcast, reshape, transpose, reduce, ...); constants and iota
+get their local form; sharding annotations only reshard."""
+
+from __future__ import annotations
+
+from meshjit.compiler.graph import DenseElements, Node
+from meshjit.compiler.op_info import combiner as _combiner
+from meshjit.dialects.stablehlo_rules import REDUCIBLE_COMBINERS
+from meshjit.passes.partitioner.context import PartitionCtx
+from meshjit.passes.partitioner.factors import FactorLimits
+from meshjit.passes.partitioner.layouts import is_elementwise, replicated
+from meshjit.passes.partitioner.local import emit, prepare, rule_of, run_replicated
+
+# Ops whose local form differs from the global one only in its result types
+# (once the factor choice keeps their special dims unsplit).
+LOCAL_BY_TYPE = frozenset(
+    {
+        "chlo.top_k",
+        "stablehlo.broadcast_in_dim",
+        "stablehlo.optimization_barrier",
+        "stablehlo.reduce",
+        "stablehlo.reshape",
+        "stablehlo.sort",
+        "stablehlo.transpose",
+    }
+)
+
+
+def by_rule(node: Node, ctx: PartitionCtx) -> None:
+    """The default: an op whose rule is elementwise (or listed as local by
+    type) runs on local blocks; anything else runs replicated, with a remark."""
+    rule = rule_of(ctx, node)
+    if rule is None:
+        run_replicated(ctx, node, "no sharding rule")
+        return
+    if node.op not in LOCAL_BY_TYPE and (node.regions or not is_elementwise(rule)):
+        run_replicated(ctx, node, "not partitioned yet")
+        return
+    combiner = _combiner(ctx.graph, node)
+    reducible = (
+        node.op == "stablehlo.reduce"
+        and len(node.results) == 1
+        and combiner in REDUCIBLE_COMBINERS
+    )
+    emit(ctx, node, prepare(ctx, node, rule, FactorLimits(reductions=reducible)))
+
+
+def identity(node: Node, ctx: PartitionCtx) -> None:
+    """sharding_constraint, reshard, propagation_barrier: the operand in the
+    result's layout."""
+    vid = node.results[0]
+    ctx.bind(
+        vid, ctx.value_reshard(node.operands[0], ctx.layout(vid), node, "operand 0")
+    )
+
+
+def constant(node: Node, ctx: PartitionCtx) -> None:
+    """A splat is built at its local shape; any other constant whole, then
+    sliced to its layout."""
+    vid = node.results[0]
+    v = ctx.graph.value(vid)
+    lay = ctx.layout(vid)
+    value = node.attrs.get("value")
+    text = node.attr_text.get("value", "")
+    if v.shape is None or not any(lay):
+        ctx.bind(vid, ctx.b.constant(ctx.global_ty(vid), text))
+        return
+    if isinstance(value, DenseElements) and value.splat is not None:
+        local = ctx.local_ty(vid)
+        splat_text = text.rsplit(":", 1)[0].strip()
+        ctx.bind(vid, ctx.b.constant(local, f"{splat_text} : {local.text}"))
+        return
+    full = ctx.b.constant(ctx.global_ty(vid), text)
+    ctx.bind_result(vid, full, replicated(len(v.shape)), node)
+
+
+def iota(node: Node, ctx: PartitionCtx) -> None:
+    """A local iota plus this device's block offset along a split dim."""
+    vid = node.results[0]
+    v = ctx.graph.value(vid)
+    lay = ctx.layout(vid)
+    dim = node.attrs.get("iota_dimension")
+    assert isinstance(dim, int)
+    assert v.shape is not None
+    b = ctx.b
+    local = ctx.local_ty(vid)
+    out = b.iota(local, dim)
+    if lay[dim]:
+        shape = ctx.local_shape(v.shape, lay)
+        offset = b.convert(ctx.dim_offset(lay[dim], shape[dim]), v.dtype)
+        out = b.binary("stablehlo.add", out, b.broadcast(offset, local))
+    ctx.bind(vid, out)
+
+
+def sharding_group(node: Node, ctx: PartitionCtx) -> None:
+    """A propagation hint with no result: nothing to emit."""

@@ -1,0 +1,117 @@
+"""Layouts (per dim, the mesh axes that split it) and factor shardings: the
+pure arithmetic the handlers share. Nothing here writes IR."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+from meshjit.dialects.reshard import DimAxes, Layout, merge_axes
+from meshjit.dialects.rules import ShardingRule
+from meshjit.dialects.sdy_text import print_string
+from meshjit.dialects.sharding import AxisRef, MeshModel, TensorSharding
+
+
+def span(axes: Sequence[AxisRef], mesh: MeshModel) -> int:
+    """Devices the axes span together (product of their sizes)."""
+    if not axes:
+        return 1
+    return _span_cached(tuple(axes), mesh)
+
+
+@functools.lru_cache(maxsize=4096)
+def _span_cached(axes: tuple[AxisRef, ...], mesh: MeshModel) -> int:
+    return math.prod(a.full_size(mesh) for a in axes)
+
+
+def replicated(rank: int) -> Layout:
+    return tuple(() for _ in range(rank))
+
+
+def local_shape(
+    shape: Sequence[int], layout: Layout, mesh: MeshModel
+) -> tuple[int, ...]:
+    return tuple(n // span(axes, mesh) for n, axes in zip(shape, layout, strict=True))
+
+
+def axis_text(axis: AxisRef) -> str:
+    text = print_string(axis.name)
+    return text if axis.size is None else f"{text}:({axis.pre_size}){axis.size}"
+
+
+def axes_text(axes: Sequence[AxisRef]) -> str:
+    return ",".join(axis_text(a) for a in axes)
+
+
+def layout_text(layout: Layout) -> str:
+    dims = ["{" + ", ".join(axis_text(a) for a in axes) + "}" for axes in layout]
+    return "[" + ", ".join(dims) + "]"
+
+
+def layout_of(sharding: TensorSharding) -> Layout:
+    return tuple(tuple(d.axes) for d in sharding.dims)
+
+
+def project(
+    tensor: Sequence[tuple[int, ...]], factors: Sequence[DimAxes], mesh: MeshModel
+) -> Layout:
+    """A tensor's layout from its factors' axes; consecutive sub-axes that
+    factors split an axis into are merged back (`"y":(1)2, "y":(2)2` is "y"),
+    so that the same layout always has the same spelling."""
+    return tuple(
+        merge_axes(tuple(a for f in dims for a in factors[f]), mesh) for dims in tensor
+    )
+
+
+def split_to_factors(
+    tensor: Sequence[tuple[int, ...]],
+    layout: Layout,
+    rule: ShardingRule,
+    mesh: MeshModel,
+) -> dict[int, list[AxisRef]]:
+    """A tensor's dim axes assigned to the dim's factors, major factor first; an
+    axis that does not fit whole into the current factor ends the assignment."""
+    out: dict[int, list[AxisRef]] = {}
+    for dim_factors, axes in zip(tensor, layout, strict=False):
+        pending = list(axes)
+        for f in dim_factors:
+            chosen: list[AxisRef] = []
+            while pending and rule.sizes[f] % span([*chosen, pending[0]], mesh) == 0:
+                chosen.append(pending.pop(0))
+            out[f] = chosen
+            if span(chosen, mesh) != rule.sizes[f]:
+                break
+    return out
+
+
+def keep_compound_dims_valid(
+    rule: ShardingRule, factors: list[list[AxisRef]], mesh: MeshModel
+) -> None:
+    """In a dim of several factors, a factor after one that is not fully split
+    must stay unsplit (its blocks would not be contiguous). Clearing a factor
+    can make another dim invalid, so this runs to a fixed point."""
+    changed = True
+    while changed:
+        changed = False
+        for tensor in (*rule.operands, *rule.results):
+            for dim_factors in tensor:
+                whole = True
+                for f in dim_factors:
+                    if not whole and factors[f]:
+                        factors[f] = []
+                        changed = True
+                    elif span(factors[f], mesh) != rule.sizes[f]:
+                        whole = False
+
+
+def is_elementwise(rule: ShardingRule) -> bool:
+    """Every tensor of full rank maps dim d to factor d, one factor per dim."""
+    tensors = [*rule.operands, *rule.results]
+    rank = max((len(t) for t in tensors), default=0)
+    for t in tensors:
+        if len(t) == 0:
+            continue
+        if len(t) != rank or any(dims != (d,) for d, dims in enumerate(t)):
+            return False
+    return True

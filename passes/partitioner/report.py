@@ -1,0 +1,74 @@
+"""What the partitioner tells its users: the collectives it inserted, its
+remarks (what runs replicated and why), and the errors that stop it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from meshjit.compiler.diagnostics import SourceLoc
+
+
+class PartitionFailure(Exception):
+    """Input the partitioner cannot handle, with where it is."""
+
+    def __init__(self, loc: SourceLoc, message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    """One collective the partitioner inserted, and why."""
+
+    kind: str  # "all-gather", "all-reduce", ...
+    axes: tuple[str, ...]  # as Shardy prints them: '"x"', '"y":(2)2'
+    bytes_per_device: int
+    op: str  # the op that needed it
+    loc: SourceLoc
+    reason: str  # "operand 0: [{"x"}, {}] -> [{}, {}]"
+    seconds: float = 0.0  # the cost model's estimate
+
+
+@dataclass(frozen=True, slots=True)
+class Remark:
+    loc: SourceLoc
+    message: str
+
+
+@dataclass(slots=True)
+class PartitionReport:
+    collectives: list[Collective] = field(default_factory=list)
+    remarks: list[Remark] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(c.bytes_per_device for c in self.collectives)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(c.seconds for c in self.collectives)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.collectives:
+            out[c.kind] = out.get(c.kind, 0) + 1
+        return out
+
+    def collectives_text(self) -> str:
+        lines = ["collectives inserted by partition (bytes sent per device):"]
+        for c in self.collectives:
+            axes = ",".join(c.axes)
+            lines.append(
+                f"  {c.kind:<15} axes {{{axes}}} {c.bytes_per_device:>10} B  "
+                f"{c.op} at {c.loc}: {c.reason}"
+            )
+        counts = ", ".join(f"{k} x{v}" for k, v in sorted(self.counts().items()))
+        lines.append(
+            f"  total: {len(self.collectives)} collectives ({counts or 'none'}), "
+            f"{self.total_bytes} B per device"
+        )
+        return "\n".join(lines) + "\n"
+
+    def remarks_text(self) -> str:
+        return "".join(f"{r.loc}: remark: {r.message}\n" for r in self.remarks)

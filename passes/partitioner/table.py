@@ -1,0 +1,71 @@
+"""The handler table: which handler runs each op. Like the rule table it is
+alphabetical, one entry per op; an op not listed goes to the default, which
+runs elementwise ops locally and anything else replicated, with a remark."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from meshjit.compiler.graph import Node
+from meshjit.passes.partitioner import (
+    contraction,
+    control_flow,
+    elementwise,
+    gather_scatter,
+    movement,
+    windows,
+)
+from meshjit.passes.partitioner.context import Handler, PartitionCtx
+from meshjit.passes.partitioner.local import run_replicated
+
+# Ops never run on local pieces yet, whatever their rule says.
+ALWAYS_REPLICATED = frozenset(
+    {
+        "stablehlo.all_gather",
+        "stablehlo.all_reduce",
+        "stablehlo.all_to_all",
+        "stablehlo.cholesky",
+        "stablehlo.collective_permute",
+        "stablehlo.custom_call",
+        "stablehlo.fft",
+        "stablehlo.reduce_scatter",
+        "stablehlo.rng_bit_generator",
+        "stablehlo.select_and_scatter",
+        "stablehlo.triangular_solve",
+    }
+)
+
+
+def _replicated(node: Node, ctx: PartitionCtx) -> None:
+    run_replicated(ctx, node, "not partitioned yet")
+
+
+HANDLERS: Mapping[str, Handler] = MappingProxyType(
+    {
+        "func.call": control_flow.call,
+        "sdy.constant": elementwise.constant,
+        "sdy.manual_computation": control_flow.manual_computation,
+        "sdy.propagation_barrier": elementwise.identity,
+        "sdy.reshard": elementwise.identity,
+        "sdy.sharding_constraint": elementwise.identity,
+        "sdy.sharding_group": elementwise.sharding_group,
+        "stablehlo.case": control_flow.case,
+        "stablehlo.concatenate": movement.by_type,
+        "stablehlo.constant": elementwise.constant,
+        "stablehlo.convolution": contraction.convolution,
+        "stablehlo.dot_general": contraction.dot_general,
+        "stablehlo.dynamic_slice": movement.dynamic_slice,
+        "stablehlo.dynamic_update_slice": movement.dynamic_update_slice,
+        "stablehlo.gather": gather_scatter.gather,
+        "stablehlo.iota": elementwise.iota,
+        "stablehlo.pad": windows.pad,
+        "stablehlo.reduce_window": windows.reduce_window,
+        "stablehlo.reverse": movement.by_type,
+        "stablehlo.scatter": gather_scatter.scatter,
+        "stablehlo.slice": movement.slice_,
+        "stablehlo.while": control_flow.while_,
+        **{op: _replicated for op in ALWAYS_REPLICATED},
+    }
+)
+DEFAULT: Handler = elementwise.by_rule
