@@ -24,6 +24,7 @@ import jax
 
 from bench import scaling
 from bench.measure import Row, measure
+from bench.models import MODELS
 from bench.workloads import ALL
 from meshjit import native
 
@@ -63,8 +64,14 @@ def _bound(row: Row) -> str:
 HEADER = (
     "| workload | layout | mesh | prop / Shardy | prop+part / Shardy "
     "| first call / jax | step / jax | collectives meshjit | collectives XLA "
-    "| bytes meshjit / XLA | bytes / bound | mem / jax | max rel err |"
+    "| bytes meshjit / XLA | bytes / bound | mem / jax | flops / XLA | max rel err |"
 )
+
+
+def _flops(r: Row) -> str:
+    if not (r.flops == r.flops and r.xla_flops == r.xla_flops):
+        return "n/a"
+    return f"{_ratio(r.flops, r.xla_flops)} ({r.flops:.3g} / {r.xla_flops:.3g})"
 
 
 def table_row(r: Row) -> str:
@@ -80,7 +87,8 @@ def table_row(r: Row) -> str:
         f"({r.step_ms:.2f} / {r.jax_step_ms:.2f} ms) "
         f"| {_kinds(r.collectives)} | {_kinds(r.xla_collectives)} "
         f"| {_bytes_ratio(r)} ({r.bytes} / {r.xla_bytes} B) "
-        f"| {_bound(r)} | {_ratio(r.mem, r.jax_mem)} | {r.max_rel_err:.1e} |"
+        f"| {_bound(r)} | {_ratio(r.mem, r.jax_mem)} | {_flops(r)} "
+        f"| {r.max_rel_err:.1e} |"
     )
 
 
@@ -88,7 +96,10 @@ def _median_ratio(rows: list[Row], a: str, b: str) -> tuple[float, float]:
     ratios = [
         getattr(r, a) / getattr(r, b)
         for r in rows
-        if not r.error and getattr(r, b) and getattr(r, b) == getattr(r, b)
+        if not r.error
+        and getattr(r, b)
+        and getattr(r, b) == getattr(r, b)
+        and getattr(r, a) == getattr(r, a)  # NaN: not measured (n/a)
     ]
     if not ratios:
         return math.nan, math.nan
@@ -104,6 +115,7 @@ def summary(rows: list[Row]) -> list[str]:
         ("propagate+partition / Shardy", "prop_part_ms", "shardy_ms"),
         ("collective bytes / XLA", "bytes", "xla_bytes"),
         ("per-device memory / jax.jit", "mem", "jax_mem"),
+        ("per-device flops / XLA", "flops", "xla_flops"),
     ):
         med, worst = _median_ratio(rows, a, b)
         out.append(f"- {label}: median {med:.2f}x, worst {worst:.2f}x")
@@ -123,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-scaling", action="store_true", help="skip scaling runs")
     args = parser.parse_args(argv)
     steps = args.steps or (10 if args.quick else 30)
-    works = [w for w in ALL if (not args.quick or w.quick)]
+    works = [w for w in (*ALL, *MODELS) if (not args.quick or w.quick)]
     if args.only:
         works = [w for w in works if w.name in args.only]
     rows: list[Row] = []
@@ -202,7 +214,8 @@ def write_report(path: str, rows: list[Row], lines: list[str], quick: bool) -> N
         "right after its SPMD partitioner; bound = analytic minimum where known "
         "(for FSDP: the cost of the FSDP pattern, gather parameters and "
         "reduce-scatter gradients, which meshjit may beat by moving activations "
-        "instead).",
+        "instead); flops = per-device FLOPs by XLA's cost analysis of each "
+        "compiled executable (meshjit's vs jax.jit's), n/a where unavailable.",
         "",
         HEADER,
         "|" + "---|" * (HEADER.count("|") - 1),

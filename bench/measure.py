@@ -59,6 +59,8 @@ class Row:
     mem: int = 0
     jax_mem: int = 0
     max_rel_err: float = math.nan
+    flops: float = math.nan  # per device, XLA's cost analysis of the executable
+    xla_flops: float = math.nan
     remarks: list[str] = field(default_factory=list)
     error: str = ""
 
@@ -185,6 +187,20 @@ def _memory(stats: Any) -> int:
     )
 
 
+def _flops(compiled: Any) -> float:
+    """`cost_analysis()["flops"]` (a dict, or a list of one per program);
+    NaN where the analysis is missing or fails."""
+    try:
+        found = compiled.cost_analysis()
+    except Exception:  # not every backend or build has it
+        return math.nan
+    if isinstance(found, list | tuple):
+        found = found[0] if found else None
+    if not found or "flops" not in found:
+        return math.nan
+    return float(found["flops"])
+
+
 def measure(work: Workload, layout: Layout, steps: int, pass_repeat: int) -> Row:
     row = Row(work.name, layout.name, layout.mesh, bound=layout.bound)
     mesh = mesh_of(layout.mesh)
@@ -228,10 +244,15 @@ def measure(work: Workload, layout: Layout, steps: int, pass_repeat: int) -> Row
     row.mem = _memory(compiled.memory_analysis())
     row.jax_mem = _memory(jax_compiled.memory_analysis())
 
+    # FLOPs per device, as XLA's cost analysis counts them in each executable.
+    row.flops = _flops(compiled)
+    row.xla_flops = _flops(jax_compiled)
+
     # Numerics: against one device, unsharded.
     got = jax.tree.leaves(compiled(*placed))
     one = jax.devices()[0]
-    want = jax.tree.leaves(jax.jit(work.fn)(*jax.device_put(args, one)))
+    reference = work.reference or work.fn
+    want = jax.tree.leaves(jax.jit(reference)(*jax.device_put(args, one)))
     err = 0.0
     for g, w in zip(got, want, strict=True):
         g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)

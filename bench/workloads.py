@@ -41,6 +41,9 @@ class Workload:
     layouts: tuple[Layout, ...]
     quick: bool = False  # part of --quick
     tags: tuple[str, ...] = field(default=())
+    # The unsharded reference for the numerics check, where `fn` cannot run on
+    # one device (a shard_map that names an 8-device mesh); default: `fn`.
+    reference: Callable[..., Any] | None = None
 
 
 def _rand(*shape: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
@@ -341,3 +344,5 @@ WHILE = Workload(
 )
 
 ALL = (MLP, TRANSFORMER_FWD, TRANSFORMER_TRAIN, FSDP, CONV, EMBEDDING, DEEP, WHILE)
+# The real-model workloads live in bench.models (ResNet, GPT-2, Llama, ...);
+# `bench.models.MODELS` extends ALL in `python -m bench`.

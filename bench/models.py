@@ -1,0 +1,843 @@
+"""Real-model workloads, written in plain JAX the way people write these models.
+
+Each model keeps its usual structure (ResNet bottlenecks with batch norm, GPT-2
+with a fused QKV projection and tied embeddings, Llama with RMSNorm, RoPE and
+SwiGLU, a GShard-style MoE layer, ...) at sizes small enough that one step runs
+in well under 100 ms on a 2-core CPU with 8 virtual devices.
+
+Parameters are nested dicts/lists of arrays. Each model describes its
+parameters once, as a tree of `_Leaf`s (shape, PartitionSpec, init); the
+arguments and the layout's spec tree are both read off that one tree, so they
+always match.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from bench.workloads import MESHES, Layout, Workload
+
+# Parameter trees -----------------------------------------------------------------
+
+
+_REPLICATED = P()
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """One parameter: shape, its spec in a layout, and how it is initialised."""
+
+    shape: tuple[int, ...]
+    spec: P = _REPLICATED
+    init: str = "normal"  # "normal" (fan-in scaled), "ones", "zeros"
+    scale: float | None = None  # overrides the fan-in scale for "normal"
+
+
+def _is_leaf(x: Any) -> bool:
+    return isinstance(x, _Leaf)
+
+
+def _arrays(tree: Any, seed: int = 0) -> Any:
+    leaves, treedef = jax.tree.flatten(tree, is_leaf=_is_leaf)
+    out = []
+    for i, leaf in enumerate(leaves):
+        if leaf.init == "ones":
+            out.append(np.ones(leaf.shape, np.float32))
+        elif leaf.init == "zeros":
+            out.append(np.zeros(leaf.shape, np.float32))
+        else:
+            fan_in = math.prod(leaf.shape[:-1]) or 1
+            scale = leaf.scale if leaf.scale is not None else 1 / math.sqrt(fan_in)
+            rng = np.random.default_rng(seed * 1000 + i)
+            out.append((rng.standard_normal(leaf.shape) * scale).astype(np.float32))
+    return jax.tree.unflatten(treedef, out)
+
+
+def _specs(tree: Any) -> Any:
+    return jax.tree.map(lambda leaf: leaf.spec, tree, is_leaf=_is_leaf)
+
+
+def _same_specs(tree: Any, spec: P) -> Any:
+    return jax.tree.map(lambda _: spec, tree, is_leaf=_is_leaf)
+
+
+def _rand(*shape: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _ints(*shape: int, high: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, high, size=shape).astype(np.int32)
+
+
+# Shared layers -------------------------------------------------------------------
+
+_DN = ("NHWC", "HWIO", "NHWC")
+
+
+def _conv(x: jax.Array, w: jax.Array, stride: int = 1) -> jax.Array:
+    return jax.lax.conv_general_dilated(
+        x, w, (stride, stride), "SAME", dimension_numbers=_DN
+    )
+
+
+def _batch_norm(x: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
+    # Training-mode batch norm: statistics of this batch over N, H, W.
+    mean = x.mean(axis=(0, 1, 2))
+    var = x.var(axis=(0, 1, 2))
+    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["bias"]
+
+
+def _max_pool(x: jax.Array, window: int, stride: int, padding: str) -> jax.Array:
+    return jax.lax.reduce_window(
+        x,
+        -jnp.inf,
+        jax.lax.max,
+        (1, window, window, 1),
+        (1, stride, stride, 1),
+        padding,
+    )
+
+
+def _layer_norm(x: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["bias"]
+
+
+def _rms_norm(x: jax.Array, scale: jax.Array) -> jax.Array:
+    return x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6) * scale
+
+
+def _attention(
+    q: jax.Array, k: jax.Array, v: jax.Array, causal: bool, scale: bool = True
+) -> jax.Array:
+    """q: [B, S, H, D], k/v: [B, T, H, D] -> [B, S, H, D]."""
+    logits = jnp.einsum("bshd,bthd->bhst", q, k)
+    if scale:
+        logits = logits / np.sqrt(q.shape[-1]).astype(np.float32)
+    if causal:
+        s, t = q.shape[1], k.shape[1]
+        mask = jnp.tril(jnp.ones((s, t), bool))
+        logits = jnp.where(mask, logits, jnp.finfo(logits.dtype).min)
+    return jnp.einsum("bhst,bthd->bshd", jax.nn.softmax(logits, axis=-1), v)
+
+
+def _cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Softmax cross-entropy against integer labels, mean over the batch."""
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.take_along_axis(logp, labels[..., None], axis=-1).mean()
+
+
+def _sgd(params: Any, grads: Any, lr: float = 0.01) -> Any:
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+# ResNet ----------------------------------------------------------------------------
+
+RESNET_CLASSES = 10
+
+
+def _bn(c: int) -> dict[str, _Leaf]:
+    return {"scale": _Leaf((c,), init="ones"), "bias": _Leaf((c,), init="zeros")}
+
+
+def _bottleneck(cin: int, mid: int, cout: int) -> dict[str, Any]:
+    return {
+        "conv1": _Leaf((1, 1, cin, mid)),
+        "bn1": _bn(mid),
+        "conv2": _Leaf((3, 3, mid, mid)),
+        "bn2": _bn(mid),
+        "conv3": _Leaf((1, 1, mid, cout)),
+        "bn3": _bn(cout),
+        "proj": _Leaf((1, 1, cin, cout)),
+        "proj_bn": _bn(cout),
+    }
+
+
+# (in, mid, out, stride) per bottleneck block; stride on the 3x3 (ResNet v1.5).
+RESNET_BLOCKS = ((16, 8, 32, 1), (32, 16, 64, 2))
+RESNET_PARAMS: dict[str, Any] = {
+    "stem": _Leaf((7, 7, 3, 16)),
+    "stem_bn": _bn(16),
+    "blocks": [_bottleneck(i, m, o) for i, m, o, _ in RESNET_BLOCKS],
+    "head": {
+        "w": _Leaf((64, RESNET_CLASSES)),
+        "b": _Leaf((RESNET_CLASSES,), init="zeros"),
+    },
+}
+
+
+def _bottleneck_fwd(x: jax.Array, p: dict[str, Any], stride: int) -> jax.Array:
+    y = jax.nn.relu(_batch_norm(_conv(x, p["conv1"]), p["bn1"]))
+    y = jax.nn.relu(_batch_norm(_conv(y, p["conv2"], stride), p["bn2"]))
+    y = _batch_norm(_conv(y, p["conv3"]), p["bn3"])
+    shortcut = _batch_norm(_conv(x, p["proj"], stride), p["proj_bn"])
+    return jax.nn.relu(y + shortcut)
+
+
+def resnet(params: dict[str, Any], images: jax.Array) -> jax.Array:
+    x = _conv(images, params["stem"], 2)
+    x = jax.nn.relu(_batch_norm(x, params["stem_bn"]))
+    x = _max_pool(x, 3, 2, "SAME")
+    for p, (_, _, _, stride) in zip(params["blocks"], RESNET_BLOCKS, strict=True):
+        x = _bottleneck_fwd(x, p, stride)
+    x = x.mean(axis=(1, 2))  # global average pool
+    return x @ params["head"]["w"] + params["head"]["b"]
+
+
+def resnet_train_step(
+    params: dict[str, Any], images: jax.Array, labels: jax.Array
+) -> Any:
+    def loss_fn(params: dict[str, Any]) -> jax.Array:
+        return _cross_entropy(resnet(params, images), labels)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return _sgd(params, grads), loss
+
+
+def _resnet_fwd_args() -> tuple[Any, ...]:
+    return (_arrays(RESNET_PARAMS), _rand(8, 64, 64, 3, seed=7))
+
+
+def _resnet_train_args() -> tuple[Any, ...]:
+    return (
+        _arrays(RESNET_PARAMS),
+        _rand(16, 32, 32, 3, seed=7),
+        _ints(16, high=RESNET_CLASSES, seed=8),
+    )
+
+
+_RESNET_REP = _same_specs(RESNET_PARAMS, P())
+
+RESNET_FWD = Workload(
+    "resnet_fwd",
+    resnet,
+    _resnet_fwd_args,
+    (
+        Layout("batch2_height4", "2x4", (_RESNET_REP, P("x", "y")), P("x")),
+        Layout("height8", "8", (_RESNET_REP, P(None, "x")), P()),
+    ),
+    tags=("model", "conv"),
+)
+
+RESNET_TRAIN = Workload(
+    "resnet_train",
+    resnet_train_step,
+    _resnet_train_args,
+    (Layout("batch8", "8", (_RESNET_REP, P("x"), P("x")), (_RESNET_REP, P())),),
+    tags=("model", "conv", "train"),
+)
+
+
+# Small conv net, spatially partitioned ------------------------------------------
+
+CONV_PARAMS: dict[str, Any] = {
+    "conv1": _Leaf((3, 3, 4, 16)),
+    "b1": _Leaf((16,), init="zeros"),
+    "conv2": _Leaf((3, 3, 16, 32)),
+    "b2": _Leaf((32,), init="zeros"),
+    "dense": _Leaf((16 * 16 * 32, 10)),
+    "dense_b": _Leaf((10,), init="zeros"),
+}
+
+
+def conv_classifier(params: dict[str, jax.Array], images: jax.Array) -> jax.Array:
+    x = jax.nn.relu(_conv(images, params["conv1"]) + params["b1"])
+    x = jax.nn.relu(_conv(x, params["conv2"], 2) + params["b2"])
+    x = _max_pool(x, 2, 2, "VALID")
+    x = x.reshape(x.shape[0], -1)  # flatten, as in the classic CNN tutorials
+    return x @ params["dense"] + params["dense_b"]
+
+
+def conv_train_step(
+    params: dict[str, jax.Array], images: jax.Array, labels: jax.Array
+) -> Any:
+    def loss_fn(params: dict[str, jax.Array]) -> jax.Array:
+        return _cross_entropy(conv_classifier(params, images), labels)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return _sgd(params, grads), loss
+
+
+def _conv_train_args() -> tuple[Any, ...]:
+    return (
+        _arrays(CONV_PARAMS, seed=1),
+        _rand(8, 64, 64, 4, seed=9),
+        _ints(8, high=10, seed=10),
+    )
+
+
+_CONV_REP = _same_specs(CONV_PARAMS, P())
+
+CONV_TRAIN = Workload(
+    "conv_train_height",
+    conv_train_step,
+    _conv_train_args,
+    (
+        Layout(
+            "batch2_height4", "2x4", (_CONV_REP, P("x", "y"), P("x")), (_CONV_REP, P())
+        ),
+        Layout("height8", "8", (_CONV_REP, P(None, "x"), P()), (_CONV_REP, P())),
+    ),
+    tags=("model", "conv", "train"),
+)
+
+
+# GPT-2 -----------------------------------------------------------------------------
+
+GPT_VOCAB, GPT_E, GPT_HEADS, GPT_SEQ, GPT_BATCH, GPT_LAYERS = 512, 128, 4, 32, 8, 2
+
+# Megatron tensor parallelism over "y": the fused QKV and fc1 are column-split,
+# the attention output and fc2 row-split. The token embedding (tied with the
+# output projection) is split over the vocabulary, as Megatron's
+# VocabParallelEmbedding does, so the logits come out vocab-sharded.
+_COL, _ROW, _VEC_COL = P(None, "y"), P("y", None), P("y")
+
+
+def _ln(e: int) -> dict[str, _Leaf]:
+    return {"scale": _Leaf((e,), init="ones"), "bias": _Leaf((e,), init="zeros")}
+
+
+def _gpt_block(e: int) -> dict[str, Any]:
+    return {
+        "ln1": _ln(e),
+        "qkv": {"w": _Leaf((e, 3 * e), _COL), "b": _Leaf((3 * e,), _VEC_COL, "zeros")},
+        "proj": {"w": _Leaf((e, e), _ROW), "b": _Leaf((e,), init="zeros")},
+        "ln2": _ln(e),
+        "fc": {"w": _Leaf((e, 4 * e), _COL), "b": _Leaf((4 * e,), _VEC_COL, "zeros")},
+        "fc_proj": {"w": _Leaf((4 * e, e), _ROW), "b": _Leaf((e,), init="zeros")},
+    }
+
+
+GPT_PARAMS: dict[str, Any] = {
+    "wte": _Leaf((GPT_VOCAB, GPT_E), P("y", None), scale=0.02),
+    "wpe": _Leaf((GPT_SEQ, GPT_E), scale=0.01),
+    "blocks": [_gpt_block(GPT_E) for _ in range(GPT_LAYERS)],
+    "ln_f": _ln(GPT_E),
+}
+
+
+def _gpt_block_fwd(x: jax.Array, p: dict[str, Any]) -> jax.Array:
+    b, s, e = x.shape
+    qkv = _layer_norm(x, p["ln1"]) @ p["qkv"]["w"] + p["qkv"]["b"]
+    q, k, v = jnp.split(qkv, 3, axis=-1)  # nanoGPT: qkv.split(n_embd, dim=2)
+    q, k, v = (t.reshape(b, s, GPT_HEADS, e // GPT_HEADS) for t in (q, k, v))
+    y = _attention(q, k, v, causal=True).reshape(b, s, e)
+    x = x + y @ p["proj"]["w"] + p["proj"]["b"]
+    h = jax.nn.gelu(_layer_norm(x, p["ln2"]) @ p["fc"]["w"] + p["fc"]["b"])
+    return x + h @ p["fc_proj"]["w"] + p["fc_proj"]["b"]
+
+
+def gpt2_logits(params: dict[str, Any], tokens: jax.Array) -> jax.Array:
+    x = params["wte"][tokens] + params["wpe"][: tokens.shape[1]]
+    for p in params["blocks"]:
+        x = _gpt_block_fwd(x, p)
+    x = _layer_norm(x, params["ln_f"])
+    return x @ params["wte"].T  # tied output projection
+
+
+def gpt2_train_step(
+    params: dict[str, Any], tokens: jax.Array, targets: jax.Array
+) -> Any:
+    def loss_fn(params: dict[str, Any]) -> jax.Array:
+        return _cross_entropy(gpt2_logits(params, tokens), targets)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return _sgd(params, grads), loss
+
+
+def _gpt2_args() -> tuple[Any, ...]:
+    seq = _ints(GPT_BATCH, GPT_SEQ + 1, high=GPT_VOCAB, seed=11)
+    return (_arrays(GPT_PARAMS, seed=2), seq[:, :-1], seq[:, 1:])
+
+
+_GPT_SPECS = _specs(GPT_PARAMS)
+
+GPT2_TRAIN = Workload(
+    "gpt2_train",
+    gpt2_train_step,
+    _gpt2_args,
+    (Layout("dp2_tp4", "2x4", (_GPT_SPECS, P("x"), P("x")), (_GPT_SPECS, P())),),
+    tags=("model", "transformer", "train"),
+)
+
+
+# Llama, FSDP ---------------------------------------------------------------------
+
+LLAMA_VOCAB, LLAMA_E, LLAMA_HEADS, LLAMA_FF = 512, 128, 4, 256
+LLAMA_SEQ, LLAMA_BATCH, LLAMA_LAYERS = 32, 8, 2
+
+
+def _llama_block(e: int, f: int) -> dict[str, _Leaf]:
+    return {
+        "attention_norm": _Leaf((e,), init="ones"),
+        "wq": _Leaf((e, e)),
+        "wk": _Leaf((e, e)),
+        "wv": _Leaf((e, e)),
+        "wo": _Leaf((e, e)),
+        "ffn_norm": _Leaf((e,), init="ones"),
+        "w1": _Leaf((e, f)),  # gate
+        "w3": _Leaf((e, f)),  # up
+        "w2": _Leaf((f, e)),  # down
+    }
+
+
+LLAMA_PARAMS: dict[str, Any] = {
+    "tok_embeddings": _Leaf((LLAMA_VOCAB, LLAMA_E), scale=0.02),
+    "layers": [_llama_block(LLAMA_E, LLAMA_FF) for _ in range(LLAMA_LAYERS)],
+    "norm": _Leaf((LLAMA_E,), init="ones"),
+    "output": _Leaf((LLAMA_E, LLAMA_VOCAB)),
+}
+
+
+def _rope(x: jax.Array) -> jax.Array:
+    """Rotary embeddings, HF Llama's rotate_half form. x: [B, S, H, D]."""
+    s, d = x.shape[1], x.shape[-1]
+    inv_freq = 1.0 / (10000.0 ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d))
+    freqs = jnp.outer(jnp.arange(s, dtype=jnp.float32), inv_freq)  # [S, D/2]
+    emb = jnp.concatenate([freqs, freqs], axis=-1)[None, :, None, :]
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    rotated = jnp.concatenate([-x2, x1], axis=-1)
+    return x * jnp.cos(emb) + rotated * jnp.sin(emb)
+
+
+def _llama_block_fwd(x: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
+    b, s, e = x.shape
+    hd = e // LLAMA_HEADS
+    h = _rms_norm(x, p["attention_norm"])
+    q = (h @ p["wq"]).reshape(b, s, LLAMA_HEADS, hd)
+    k = (h @ p["wk"]).reshape(b, s, LLAMA_HEADS, hd)
+    v = (h @ p["wv"]).reshape(b, s, LLAMA_HEADS, hd)
+    q, k = _rope(q), _rope(k)
+    x = x + _attention(q, k, v, causal=True).reshape(b, s, e) @ p["wo"]
+    h = _rms_norm(x, p["ffn_norm"])
+    return x + (jax.nn.silu(h @ p["w1"]) * (h @ p["w3"])) @ p["w2"]
+
+
+def llama_logits(params: dict[str, Any], tokens: jax.Array) -> jax.Array:
+    x = params["tok_embeddings"][tokens]
+    for p in params["layers"]:
+        x = _llama_block_fwd(x, p)
+    return _rms_norm(x, params["norm"]) @ params["output"]
+
+
+def llama_adam_step(
+    params: dict[str, Any],
+    mu: dict[str, Any],
+    nu: dict[str, Any],
+    step: jax.Array,
+    tokens: jax.Array,
+    targets: jax.Array,
+) -> Any:
+    def loss_fn(params: dict[str, Any]) -> jax.Array:
+        return _cross_entropy(llama_logits(params, tokens), targets)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    b1, b2, lr = 0.9, 0.95, 3e-4
+    mu = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, mu, grads)
+    nu = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, nu, grads)
+    t = step + 1.0
+    c1, c2 = 1 - b1**t, 1 - b2**t
+    params = jax.tree.map(
+        lambda p, m, v: p - lr * (m / c1) / (jnp.sqrt(v / c2) + 1e-8), params, mu, nu
+    )
+    return params, mu, nu, loss
+
+
+def _llama_args() -> tuple[Any, ...]:
+    params = _arrays(LLAMA_PARAMS, seed=3)
+    zeros = jax.tree.map(np.zeros_like, params)
+    seq = _ints(LLAMA_BATCH, LLAMA_SEQ + 1, high=LLAMA_VOCAB, seed=12)
+    return (params, zeros, zeros, np.float32(0.0), seq[:, :-1], seq[:, 1:])
+
+
+# FSDP / ZeRO-3: every parameter and optimizer state sharded on its first dim.
+_LLAMA_FSDP = _same_specs(LLAMA_PARAMS, P("x"))
+
+LLAMA_FSDP = Workload(
+    "llama_fsdp",
+    llama_adam_step,
+    _llama_args,
+    (
+        Layout(
+            "fsdp8",
+            "8",
+            (_LLAMA_FSDP, _LLAMA_FSDP, _LLAMA_FSDP, P(), P("x"), P("x")),
+            (_LLAMA_FSDP, _LLAMA_FSDP, _LLAMA_FSDP, P()),
+        ),
+    ),
+    tags=("model", "transformer", "train", "fsdp"),
+)
+
+
+# ViT -------------------------------------------------------------------------------
+
+VIT_PATCH, VIT_E, VIT_HEADS, VIT_MLP, VIT_CLASSES, VIT_LAYERS = 8, 128, 4, 512, 10, 2
+VIT_TOKENS = (32 // VIT_PATCH) ** 2 + 1
+
+
+def _vit_block(e: int, f: int) -> dict[str, Any]:
+    return {
+        "ln1": _ln(e),
+        "q": _Leaf((e, e), _COL),
+        "k": _Leaf((e, e), _COL),
+        "v": _Leaf((e, e), _COL),
+        "out": _Leaf((e, e), _ROW),
+        "ln2": _ln(e),
+        "fc1": _Leaf((e, f), _COL),
+        "fc1_b": _Leaf((f,), _VEC_COL, "zeros"),
+        "fc2": _Leaf((f, e), _ROW),
+        "fc2_b": _Leaf((e,), init="zeros"),
+    }
+
+
+VIT_PARAMS: dict[str, Any] = {
+    "patch": _Leaf((VIT_PATCH, VIT_PATCH, 3, VIT_E)),
+    "patch_b": _Leaf((VIT_E,), init="zeros"),
+    "cls": _Leaf((1, 1, VIT_E), scale=0.02),
+    "pos": _Leaf((1, VIT_TOKENS, VIT_E), scale=0.02),
+    "blocks": [_vit_block(VIT_E, VIT_MLP) for _ in range(VIT_LAYERS)],
+    "ln_f": _ln(VIT_E),
+    "head": _Leaf((VIT_E, VIT_CLASSES)),
+}
+
+
+def vit(params: dict[str, Any], images: jax.Array) -> jax.Array:
+    x = jax.lax.conv_general_dilated(
+        images,
+        params["patch"],
+        (VIT_PATCH, VIT_PATCH),
+        "VALID",
+        dimension_numbers=_DN,
+    )
+    x = x + params["patch_b"]
+    b, h, w, e = x.shape
+    x = x.reshape(b, h * w, e)
+    cls = jnp.broadcast_to(params["cls"], (b, 1, e))
+    x = jnp.concatenate([cls, x], axis=1) + params["pos"]
+    s = x.shape[1]
+    for p in params["blocks"]:
+        y = _layer_norm(x, p["ln1"])
+        q, k, v = ((y @ p[n]).reshape(b, s, VIT_HEADS, e // VIT_HEADS) for n in "qkv")
+        x = x + _attention(q, k, v, causal=False).reshape(b, s, e) @ p["out"]
+        y = jax.nn.gelu(_layer_norm(x, p["ln2"]) @ p["fc1"] + p["fc1_b"])
+        x = x + y @ p["fc2"] + p["fc2_b"]
+    return _layer_norm(x[:, 0], params["ln_f"]) @ params["head"]
+
+
+def _vit_args() -> tuple[Any, ...]:
+    return (_arrays(VIT_PARAMS, seed=4), _rand(8, 32, 32, 3, seed=13))
+
+
+VIT_FWD = Workload(
+    "vit_fwd",
+    vit,
+    _vit_args,
+    (Layout("dp2_tp4", "2x4", (_specs(VIT_PARAMS), P("x")), P("x")),),
+    tags=("model", "transformer"),
+)
+
+
+# T5 --------------------------------------------------------------------------------
+
+T5_VOCAB, T5_E, T5_HEADS, T5_FF = 512, 128, 4, 256
+T5_ENC_LEN, T5_DEC_LEN, T5_BATCH = 32, 16, 8
+
+
+def _t5_attn(e: int) -> dict[str, _Leaf]:
+    # T5 attention: no biases; q/k/v column-split (heads over "y"), o row-split.
+    return {
+        "q": _Leaf((e, e), _COL),
+        "k": _Leaf((e, e), _COL),
+        "v": _Leaf((e, e), _COL),
+        "o": _Leaf((e, e), _ROW),
+    }
+
+
+def _t5_ff(e: int, f: int) -> dict[str, _Leaf]:
+    return {"wi": _Leaf((e, f), _COL), "wo": _Leaf((f, e), _ROW)}
+
+
+T5_PARAMS: dict[str, Any] = {
+    # Shared input/output embedding, vocab-split over "y" like the weights.
+    "shared": _Leaf((T5_VOCAB, T5_E), P("y", None)),
+    "encoder": {
+        "ln_attn": _Leaf((T5_E,), init="ones"),
+        "attn": _t5_attn(T5_E),
+        "ln_ff": _Leaf((T5_E,), init="ones"),
+        "ff": _t5_ff(T5_E, T5_FF),
+        "ln_f": _Leaf((T5_E,), init="ones"),
+    },
+    "decoder": {
+        "ln_self": _Leaf((T5_E,), init="ones"),
+        "self": _t5_attn(T5_E),
+        "ln_cross": _Leaf((T5_E,), init="ones"),
+        "cross": _t5_attn(T5_E),
+        "ln_ff": _Leaf((T5_E,), init="ones"),
+        "ff": _t5_ff(T5_E, T5_FF),
+        "ln_f": _Leaf((T5_E,), init="ones"),
+    },
+}
+
+
+def _t5_mha(
+    p: dict[str, jax.Array], x: jax.Array, kv: jax.Array, causal: bool
+) -> jax.Array:
+    b, s, e = x.shape
+    t = kv.shape[1]
+    hd = e // T5_HEADS
+    q = (x @ p["q"]).reshape(b, s, T5_HEADS, hd)
+    k = (kv @ p["k"]).reshape(b, t, T5_HEADS, hd)
+    v = (kv @ p["v"]).reshape(b, t, T5_HEADS, hd)
+    # T5 folds the 1/sqrt(d) scaling into the initialisation: none here.
+    return _attention(q, k, v, causal, scale=False).reshape(b, s, e) @ p["o"]
+
+
+def t5(params: dict[str, Any], enc_tokens: jax.Array, dec_tokens: jax.Array) -> Any:
+    emb = params["shared"]
+    enc, dec = params["encoder"], params["decoder"]
+
+    x = emb[enc_tokens]
+    h = _rms_norm(x, enc["ln_attn"])
+    x = x + _t5_mha(enc["attn"], h, h, causal=False)
+    h = _rms_norm(x, enc["ln_ff"])
+    x = x + jax.nn.relu(h @ enc["ff"]["wi"]) @ enc["ff"]["wo"]
+    memory = _rms_norm(x, enc["ln_f"])
+
+    y = emb[dec_tokens]
+    h = _rms_norm(y, dec["ln_self"])
+    y = y + _t5_mha(dec["self"], h, h, causal=True)
+    h = _rms_norm(y, dec["ln_cross"])
+    y = y + _t5_mha(dec["cross"], h, memory, causal=False)
+    h = _rms_norm(y, dec["ln_ff"])
+    y = y + jax.nn.relu(h @ dec["ff"]["wi"]) @ dec["ff"]["wo"]
+    y = _rms_norm(y, dec["ln_f"])
+    return (y * T5_E**-0.5) @ emb.T  # tied lm head, rescaled as in T5 v1.0
+
+
+def _t5_args() -> tuple[Any, ...]:
+    return (
+        _arrays(T5_PARAMS, seed=5),
+        _ints(T5_BATCH, T5_ENC_LEN, high=T5_VOCAB, seed=14),
+        _ints(T5_BATCH, T5_DEC_LEN, high=T5_VOCAB, seed=15),
+    )
+
+
+T5_FWD = Workload(
+    "t5_fwd",
+    t5,
+    _t5_args,
+    (
+        Layout(
+            "dp2_tp4",
+            "2x4",
+            (_specs(T5_PARAMS), P("x"), P("x")),
+            P("x", None, "y"),
+        ),
+    ),
+    tags=("model", "transformer"),
+)
+
+
+# Mixture of experts (GShard-style top-2) ---------------------------------------
+
+MOE_GROUPS, MOE_GROUP_SIZE, MOE_D, MOE_F, MOE_EXPERTS = 8, 64, 64, 128, 8
+MOE_CAPACITY = 2 * MOE_GROUP_SIZE // MOE_EXPERTS * 2  # capacity factor 2
+
+
+def moe_layer(
+    tokens: jax.Array, router: jax.Array, wi: jax.Array, wo: jax.Array
+) -> jax.Array:
+    """tokens: [G, S, D] (groups sharded), wi: [X, D, F], wo: [X, F, D]."""
+    n_exp = router.shape[1]
+    probs = jax.nn.softmax(tokens @ router, axis=-1)  # [G, S, X]
+    gates, index = jax.lax.top_k(probs, 2)  # [G, S, 2]
+    gates = gates / gates.sum(-1, keepdims=True)
+    mask1 = jax.nn.one_hot(index[..., 0], n_exp)  # [G, S, X]
+    mask2 = jax.nn.one_hot(index[..., 1], n_exp)
+    # Position of each token in its expert's buffer, per group; second choices
+    # queue behind all first choices.
+    pos1 = jnp.cumsum(mask1, axis=1) - 1
+    pos2 = jnp.cumsum(mask2, axis=1) - 1 + mask1.sum(axis=1, keepdims=True)
+    mask1 = mask1 * (pos1 < MOE_CAPACITY)
+    mask2 = mask2 * (pos2 < MOE_CAPACITY)
+    slot1 = jax.nn.one_hot((pos1 * mask1).sum(-1).astype(jnp.int32), MOE_CAPACITY)
+    slot2 = jax.nn.one_hot((pos2 * mask2).sum(-1).astype(jnp.int32), MOE_CAPACITY)
+    combine = (gates[..., 0, None, None] * mask1[..., None] * slot1[..., None, :]) + (
+        gates[..., 1, None, None] * mask2[..., None] * slot2[..., None, :]
+    )  # [G, S, X, C]
+    dispatch = (combine > 0).astype(tokens.dtype)
+    expert_in = jnp.einsum("gsxc,gsd->xgcd", dispatch, tokens)
+    h = jax.nn.gelu(jnp.einsum("xgcd,xdf->xgcf", expert_in, wi))
+    expert_out = jnp.einsum("xgcf,xfd->xgcd", h, wo)
+    return jnp.einsum("gsxc,xgcd->gsd", combine, expert_out)
+
+
+def _moe_args() -> tuple[np.ndarray, ...]:
+    return (
+        _rand(MOE_GROUPS, MOE_GROUP_SIZE, MOE_D, seed=16),
+        _rand(MOE_D, MOE_EXPERTS, seed=17, scale=0.5),
+        _rand(MOE_EXPERTS, MOE_D, MOE_F, seed=18, scale=MOE_D**-0.5),
+        _rand(MOE_EXPERTS, MOE_F, MOE_D, seed=19, scale=MOE_F**-0.5),
+    )
+
+
+MOE = Workload(
+    "moe_layer",
+    moe_layer,
+    _moe_args,
+    (
+        Layout(
+            "ep8",
+            "8",
+            (P("x"), P(), P("x"), P("x")),  # tokens by group, experts over "x"
+            P("x"),
+        ),
+    ),
+    tags=("model", "moe"),
+)
+
+
+# shard_map mixed with ordinary ops ---------------------------------------------
+
+
+def _mesh(name: str) -> Mesh:
+    # As bench.measure.mesh_of builds it.
+    shape, names = MESHES[name]
+    return Mesh(np.array(jax.devices()[: math.prod(shape)]).reshape(shape), names)
+
+
+def _global_norm_block(b: jax.Array) -> jax.Array:
+    """Per shard: scale by the global RMS over "x" (a local op and a psum)."""
+    sq = jax.lax.psum(jnp.sum(b * b, axis=0, keepdims=True), "x")
+    rows = b.shape[0] * jax.lax.axis_size("x")
+    return jnp.tanh(b) * jax.lax.rsqrt(sq / rows + 1e-6)
+
+
+def shard_map_reference(x: jax.Array, w1: jax.Array, w2: jax.Array) -> jax.Array:
+    """The same program without shard_map, for the single-device reference."""
+    h = x @ w1
+    sq = jnp.sum(h * h, axis=0, keepdims=True)
+    h = jnp.tanh(h) * jax.lax.rsqrt(sq / h.shape[0] + 1e-6)
+    return (h + 1) @ w2
+
+
+def _shard_map_program(mesh_name: str, axis_names: frozenset[str] | None) -> Any:
+    def program(x: jax.Array, w1: jax.Array, w2: jax.Array) -> jax.Array:
+        kw: dict[str, Any] = {}
+        if axis_names is not None:
+            kw["axis_names"] = set(axis_names)
+        inner = jax.shard_map(
+            _global_norm_block,
+            mesh=_mesh(mesh_name),
+            in_specs=P("x"),
+            out_specs=P("x"),
+            **kw,
+        )
+        h = x @ w1
+        h = inner(h)
+        return (h + 1) @ w2
+
+    return program
+
+
+def _shard_map_args() -> tuple[np.ndarray, ...]:
+    return (
+        _rand(64, 128, seed=20),
+        _rand(128, 128, seed=21, scale=128**-0.5),
+        _rand(128, 128, seed=22, scale=128**-0.5),
+    )
+
+
+# One function per mesh (the shard_map names its mesh), both under one name so
+# `--only shard_map_mixed` runs both layouts.
+SHARD_MAP_FULL = Workload(
+    "shard_map_mixed",
+    _shard_map_program("8", None),
+    _shard_map_args,
+    (Layout("manual8", "8", (P("x"), P(), P()), P("x")),),
+    tags=("shard_map",),
+    reference=shard_map_reference,
+)
+
+SHARD_MAP_PARTIAL = Workload(
+    "shard_map_mixed",
+    _shard_map_program("2x4", frozenset({"x"})),
+    _shard_map_args,
+    (
+        Layout(
+            "partial_x_2x4",
+            "2x4",
+            (P("x"), P(None, "y"), P("y", None)),
+            P("x"),
+        ),
+    ),
+    tags=("shard_map",),
+    reference=shard_map_reference,
+)
+
+
+# Sorting along sharded dims ----------------------------------------------------
+
+
+def sort_split(x: jax.Array) -> Any:
+    return (
+        jnp.sort(x, axis=0),
+        jnp.argsort(x, axis=1),
+        tuple(jax.lax.top_k(x, 8)),  # along axis 1
+        tuple(jax.lax.top_k(x.T, 4)),  # along axis 0 of x
+    )
+
+
+def _sort_args() -> tuple[np.ndarray, ...]:
+    return (_rand(64, 512, seed=23),)
+
+
+SORT = Workload(
+    "sort_split",
+    sort_split,
+    _sort_args,
+    (
+        # axis 0 sharded: jnp.sort and the second top_k run along "x".
+        Layout(
+            "rows8",
+            "8",
+            (P("x", None),),
+            (P("x", None), P("x", None), (P("x"), P("x")), (P(), P())),
+        ),
+        # both sharded: the argsort and the first top_k run along "y" too.
+        Layout(
+            "rows2_cols4",
+            "2x4",
+            (P("x", "y"),),
+            (P("x", "y"), P("x", "y"), (P("x"), P("x")), (P("y"), P("y"))),
+        ),
+    ),
+    quick=True,
+    tags=("sort",),
+)
+
+
+MODELS = (
+    RESNET_FWD,
+    RESNET_TRAIN,
+    CONV_TRAIN,
+    GPT2_TRAIN,
+    LLAMA_FSDP,
+    VIT_FWD,
+    T5_FWD,
+    MOE,
+    SHARD_MAP_FULL,
+    SHARD_MAP_PARTIAL,
+    SORT,
+)
