@@ -383,6 +383,21 @@ class PartitionCtx:
 
     # -- operands and results --------------------------------------------------
 
+    def reshard_bytes_to(self, vid: int, dst: Layout) -> int:
+        """Bytes per device `value_reshard(vid, dst)` would move: from the
+        cheapest local copy of the value (partial sums included)."""
+        v = self.graph.value(vid)
+        if v.shape is None:
+            return 0
+        size = itemsize(v.dtype)
+        partial = self.deferred.get(vid, ((), ()))[1]
+        best = reshard_bytes(self.layout(vid), dst, v.shape, size, self.mesh, partial)
+        if partial or best == 0:
+            return best
+        for lay, _ in self.scope.versions_of(vid):
+            best = min(best, reshard_bytes(lay, dst, v.shape, size, self.mesh))
+        return best
+
     def value_reshard(
         self, vid: int, dst: Layout, node: Node, reason: str, op_name: str = ""
     ) -> Val:

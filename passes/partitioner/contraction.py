@@ -1,13 +1,27 @@
 """dot_general and convolution: contracting dims split into partial sums;
-a convolution's spatial dims split with a halo exchange."""
+a convolution's spatial dims split by windows (`windows.gather_window`)."""
 
 from __future__ import annotations
 
-from meshjit.compiler.graph import Node
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from meshjit.compiler.graph import Graph, Node
+from meshjit.dialects.rules import NULL_DIM, FactorKind, RuleBuilder, ShardingRule
 from meshjit.passes.partitioner.context import PartitionCtx
-from meshjit.passes.partitioner.factors import FactorLimits
+from meshjit.passes.partitioner.factors import FactorLimits, WindowedFactor
+from meshjit.passes.partitioner.halo import Window
+from meshjit.passes.partitioner.layouts import span
 from meshjit.passes.partitioner.local import emit, prepare, rule_of, run_replicated
-from meshjit.passes.partitioner.windows import conv_halos, exchange_halos, padding_text
+from meshjit.passes.partitioner.windows import (
+    gather_window,
+    ints,
+    padding_attr,
+    padding_values,
+)
+
+PERMUTATION = FactorKind.PERMUTATION
+REDUCTION = FactorKind.REDUCTION
 
 
 def dot_general(node: Node, ctx: PartitionCtx) -> None:
@@ -18,27 +32,114 @@ def dot_general(node: Node, ctx: PartitionCtx) -> None:
     emit(ctx, node, prepare(ctx, node, rule, FactorLimits(reductions=True)))
 
 
-def convolution(node: Node, ctx: PartitionCtx) -> None:
-    rule = rule_of(ctx, node)
-    if rule is None:
-        run_replicated(ctx, node, "no sharding rule")
-        return
-    if (
-        node.attrs.get("feature_group_count", 1) != 1
-        or node.attrs.get("batch_group_count", 1) != 1
-    ):
-        # The group count would need local rewriting.
-        run_replicated(ctx, node, "not partitioned yet")
-        return
-    halos = conv_halos(ctx.graph, node, rule)
-    limits = FactorLimits(
-        movable=frozenset(halos),
-        reductions=True,
-        min_block=tuple(sorted((f, h.width) for f, h in halos.items())),
+@dataclass(frozen=True, slots=True)
+class ConvFactors:
+    rule: ShardingRule
+    spatial: tuple[tuple[int, WindowedFactor], ...]  # spatial index, its factor
+    batch_groups: int  # factor of batch_group_count (-1: none)
+    feature_groups: int  # factor of feature_group_count (-1: none)
+
+
+def conv_factors(graph: Graph, node: Node) -> ConvFactors | None:
+    """The convolution's factors as the partitioner splits them (the rule
+    table's spatial factors serve propagation: two per dim, as Shardy's).
+    Each spatial dim is one factor: shared by input and output, or by input
+    and kernel (a reduction) where the kernel is the larger."""
+    attrs = node.attrs
+    dims = attrs.get("dimension_numbers")
+    if not isinstance(dims, Mapping):
+        return None
+    keys = (
+        "input_batch_dimension",
+        "input_feature_dimension",
+        "kernel_input_feature_dimension",
+        "kernel_output_feature_dimension",
+        "output_batch_dimension",
+        "output_feature_dimension",
     )
-    lop = prepare(ctx, node, rule, limits)
-    split = {f: h for f, h in halos.items() if lop.factors[f]}
-    if split:
-        lop.operands[0] = exchange_halos(ctx, lop.operands[0], split, lop.factors)
-        lop.attrs["padding"] = padding_text(node, split)
+    found = [v for v in (dims.get(k) for k in keys) if isinstance(v, int)]
+    if len(found) != len(keys):
+        return None
+    in_batch, in_feat, k_in, k_out, out_batch, out_feat = found
+    lhs = graph.value(node.operands[0]).shape or ()
+    rhs = graph.value(node.operands[1]).shape or ()
+    out = graph.value(node.results[0]).shape or ()
+    lhs_sp = ints(dims.get("input_spatial_dimensions"))
+    rhs_sp = ints(dims.get("kernel_spatial_dimensions"))
+    out_sp = ints(dims.get("output_spatial_dimensions"))
+    n = len(lhs_sp)
+    strides = ints(attrs.get("window_strides")) or (1,) * n
+    lhs_dil = ints(attrs.get("lhs_dilation")) or (1,) * n
+    rhs_dil = ints(attrs.get("rhs_dilation")) or (1,) * n
+    reversal = attrs.get("window_reversal")
+    flipped = ints(reversal) if isinstance(reversal, tuple) else (0,) * n
+    pads = padding_values(attrs.get("padding"), n)
+    batch_groups = attrs.get("batch_group_count", 1)
+    feature_groups = attrs.get("feature_group_count", 1)
+    if not isinstance(batch_groups, int) or not isinstance(feature_groups, int):
+        return None
+    b = RuleBuilder([len(lhs), len(rhs)], [len(out)])
+    count = 0
+    bg_factor = fg_factor = -1
+    if batch_groups > 1:
+        b.factor([in_batch, k_out], [out_feat], batch_groups)
+        bg_factor, count = count, count + 1
+    b.factor([in_batch, NULL_DIM], [out_batch], out[out_batch])
+    count += 1
+    spatial: list[tuple[int, WindowedFactor]] = []
+    for s in range(n):
+        lo, hi = pads[s]
+        window = Window(
+            lhs[lhs_sp[s]], rhs[rhs_sp[s]], strides[s], lo, hi, lhs_dil[s], rhs_dil[s]
+        )
+        if window.out_size != out[out_sp[s]] or flipped[s]:
+            continue  # the dim stays whole
+        if rhs[rhs_sp[s]] > out[out_sp[s]]:
+            b.factor([lhs_sp[s], rhs_sp[s]], [NULL_DIM], rhs[rhs_sp[s]], REDUCTION)
+            spatial.append((s, WindowedFactor(count, lhs_sp[s], ((0, window),), True)))
+        else:
+            b.factor([lhs_sp[s], NULL_DIM], [out_sp[s]], out[out_sp[s]], PERMUTATION)
+            spatial.append((s, WindowedFactor(count, lhs_sp[s], ((0, window),))))
+        count += 1
+    if feature_groups > 1:
+        b.factor([in_feat, k_out], [out_feat], feature_groups)
+        fg_factor, count = count, count + 1
+    b.factor([in_feat, k_in], [NULL_DIM], rhs[k_in], REDUCTION)
+    per_group = out[out_feat] // (batch_groups * feature_groups)
+    b.factor([NULL_DIM, k_out], [out_feat], per_group)
+    return ConvFactors(b.build(), tuple(spatial), bg_factor, fg_factor)
+
+
+def convolution(node: Node, ctx: PartitionCtx) -> None:
+    """Batch, groups and output features split as they are; input features
+    into partial sums; spatial dims by windows (halo exchange, or an
+    all-gather where the cost model prefers it). The local op keeps its
+    window and dilations; its padding becomes the blocks' local padding, and
+    a split group count shrinks with the split."""
+    conv = conv_factors(ctx.graph, node)
+    if conv is None:
+        run_replicated(ctx, node, "dimension numbers not understood")
+        return
+    limits = FactorLimits(reductions=True, windowed=tuple(w for _, w in conv.spatial))
+    lop = prepare(ctx, node, conv.rule, limits)
+    pads = padding_values(
+        node.attrs.get("padding"), len(lop.results[0].shape or ()) - 2
+    )
+    for s, w in conv.spatial:
+        axes = lop.factors[w.factor]
+        if not axes:
+            continue
+        plans = w.plans(span(axes, ctx.mesh))
+        assert plans is not None
+        (plan,) = plans
+        lop.operands[0] = gather_window(ctx, node, lop, 0, w.dim, axes, plan, None)
+        pads[s] = (plan.low, plan.high)
+    lop.attrs["padding"] = padding_attr(pads)
+    for key, f in (
+        ("batch_group_count", conv.batch_groups),
+        ("feature_group_count", conv.feature_groups),
+    ):
+        groups = node.attrs.get(key, 1)
+        if f >= 0 and isinstance(groups, int):
+            lop.attrs[key] = f"{groups // span(lop.factors[f], ctx.mesh)} : i64"
     emit(ctx, node, lop)

@@ -18,12 +18,41 @@ from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.dialects.sharding import AxisRef
 from meshjit.passes.partitioner.builder import itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
+from meshjit.passes.partitioner.halo import (
+    Window,
+    WindowPlan,
+    choose_exchange,
+    output_parallel,
+    window_split,
+)
 from meshjit.passes.partitioner.layouts import (
     keep_compound_dims_valid,
     project,
     span,
     split_to_factors,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class WindowedFactor:
+    """A factor whose split makes each block read a window of some operands
+    along `dim` (`halo.py`): the chooser counts the window exchanges in its
+    cost, and splits the factor only over device counts whose blocks share
+    one local form for every operand."""
+
+    factor: int
+    dim: int  # the operands' windowed dim
+    windows: tuple[tuple[int, Window], ...]  # (operand index, its window)
+    by_kernel: bool = False  # a convolution split by kernel blocks
+
+    def plans(self, n: int) -> tuple[WindowPlan, ...] | None:
+        out = []
+        for _, w in self.windows:
+            plan = window_split(w, n) if self.by_kernel else output_parallel(w, n)
+            if plan is None:
+                return None
+            out.append(plan)
+        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +67,13 @@ class FactorLimits:
     forbidden: frozenset[int] = frozenset()
     movable: frozenset[int] = frozenset()
     reductions: bool = False
-    # factor -> the smallest block its split may leave (a halo must fit).
-    min_block: tuple[tuple[int, int], ...] = ()
+    windowed: tuple[WindowedFactor, ...] = ()
+
+    def window(self, factor: int) -> WindowedFactor | None:
+        for w in self.windowed:
+            if w.factor == factor:
+                return w
+        return None
 
 
 def choose_factors(
@@ -79,7 +113,7 @@ def choose_factors(
             continue
         seen.add(key_factors)
         ways = math.prod(span(f, ctx.mesh) for f in factors)
-        key = (factor_cost(ctx, node, rule, factors), -ways, index)
+        key = (factor_cost(ctx, node, rule, factors, limits), -ways, index)
         if best is None or key < best:
             best, chosen = key, factors
     ctx.factor_cache[signature] = tuple(chosen)
@@ -99,7 +133,7 @@ def factors_from(
     factors: list[list[AxisRef]] = [[] for _ in range(rule.num_factors)]
     used: list[AxisRef] = []
     in_results = {f for t in rule.results for dim in t for f in dim}
-    min_block = dict(limits.min_block)
+    windowed = {w.factor: w for w in limits.windowed}
 
     def allowed(f: int) -> bool:
         if f in limits.forbidden:
@@ -109,7 +143,7 @@ def factors_from(
             return f in in_results or not rule.results
         if kind is FactorKind.REDUCTION:
             return limits.reductions
-        return f in limits.movable
+        return f in limits.movable or f in windowed
 
     for vid, tensor in order:
         split = split_to_factors(tensor, ctx.layout(vid), rule, mesh)
@@ -122,9 +156,11 @@ def factors_from(
                 ways = span([*factors[f], a], mesh)
                 if rule.sizes[f] % ways != 0:
                     break
-                if f in min_block and rule.sizes[f] // ways < min_block[f]:
-                    break  # a block must hold the whole halo
                 factors[f].append(a)
+            if f in windowed:
+                w = windowed[f]
+                while factors[f] and w.plans(span(factors[f], mesh)) is None:
+                    factors[f].pop()
             used.extend(factors[f])
     keep_compound_dims_valid(rule, factors, mesh)
     return [tuple(f) for f in factors]
@@ -140,25 +176,83 @@ def partial_axes(rule: ShardingRule, factors: Sequence[DimAxes]) -> DimAxes:
     )
 
 
+def operand_layouts(
+    ctx: PartitionCtx,
+    node: Node,
+    rule: ShardingRule,
+    factors: Sequence[DimAxes],
+    limits: FactorLimits,
+) -> tuple[list[Layout], frozenset[int]]:
+    """Each operand's layout for the local op, and the operands a split
+    windowed factor reads through a window that are (or have a copy) whole
+    along the windowed dim: they stay whole there, and each device cuts its
+    window locally."""
+    wants = [project(t, factors, ctx.mesh) for t in rule.operands]
+    whole: set[int] = set()
+    for w in limits.windowed:
+        if not factors[w.factor]:
+            continue
+        for k, _ in w.windows:
+            vid = node.operands[k]
+            if vid in ctx.deferred:
+                continue
+            layouts = [ctx.layout(vid), *(lay for lay, _ in ctx.scope.versions_of(vid))]
+            if any(not lay[w.dim] for lay in layouts):
+                want = list(wants[k])
+                want[w.dim] = ()
+                wants[k] = tuple(want)
+                whole.add(k)
+    return wants, frozenset(whole)
+
+
 def factor_cost(
-    ctx: PartitionCtx, node: Node, rule: ShardingRule, factors: Sequence[DimAxes]
+    ctx: PartitionCtx,
+    node: Node,
+    rule: ShardingRule,
+    factors: Sequence[DimAxes],
+    limits: FactorLimits,
 ) -> int:
-    """Bytes per device to bring operands to `factors` and results to their
-    assigned shardings (partial sums included)."""
+    """Bytes per device to bring operands to `factors` (from the cheapest copy
+    of each) and results to their assigned shardings (partial sums included),
+    and to exchange the windows of split windowed factors."""
     partial = partial_axes(rule, factors)
-    none: DimAxes = ()
-    pairs: list[tuple[int, Layout, Layout, DimAxes]] = [
-        (vid, ctx.layout(vid), project(t, factors, ctx.mesh), none)
-        for vid, t in zip(node.operands, rule.operands, strict=True)
-    ]
-    pairs += [
-        (vid, project(t, factors, ctx.mesh), ctx.layout(vid), partial)
-        for vid, t in zip(node.results, rule.results, strict=True)
-    ]
+    wants, whole = operand_layouts(ctx, node, rule, factors, limits)
     total = 0
-    for vid, src, dst, part in pairs:
+    for vid, want in zip(node.operands, wants, strict=True):
+        total += ctx.reshard_bytes_to(vid, want)
+    for vid, t in zip(node.results, rule.results, strict=True):
         v = ctx.graph.value(vid)
         if v.shape is None:
             continue
-        total += reshard_bytes(src, dst, v.shape, itemsize(v.dtype), ctx.mesh, part)
+        src = project(t, factors, ctx.mesh)
+        size = itemsize(v.dtype)
+        total += reshard_bytes(src, ctx.layout(vid), v.shape, size, ctx.mesh, partial)
+    for w in limits.windowed:
+        if factors[w.factor]:
+            total += window_bytes(ctx, node, rule, factors, w, whole)
+    return total
+
+
+def window_bytes(
+    ctx: PartitionCtx,
+    node: Node,
+    rule: ShardingRule,
+    factors: Sequence[DimAxes],
+    w: WindowedFactor,
+    whole: frozenset[int],
+) -> int:
+    """Bytes per device the windows of a split windowed factor move (none
+    for operands whole along the dim: they are cut locally)."""
+    plans = w.plans(span(factors[w.factor], ctx.mesh))
+    if plans is None:
+        return 0
+    total = 0
+    for (k, _), plan in zip(w.windows, plans, strict=True):
+        v = ctx.graph.value(node.operands[k])
+        if v.shape is None or k in whole:
+            continue
+        local = ctx.local_shape(v.shape, project(rule.operands[k], factors, ctx.mesh))
+        inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
+        choice = choose_exchange(plan, inner * itemsize(v.dtype), ctx.cost)
+        total += choice.nbytes
     return total

@@ -5,7 +5,7 @@ with their partial sums), and the last resort, running it replicated."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from meshjit.compiler.graph import Graph, Node
 from meshjit.compiler.op_info import combiner as _combiner
@@ -18,6 +18,7 @@ from meshjit.passes.partitioner.context import PartitionCtx, plain_attrs
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
     choose_factors,
+    operand_layouts,
     partial_axes,
 )
 from meshjit.passes.partitioner.layouts import project, replicated
@@ -37,6 +38,11 @@ class LocalOp:
     partial: DimAxes  # axes the results are partial sums over
     combiner: str
     attrs: dict[str, str]
+    # Operands a windowed factor reads that stay whole along its dim (each
+    # device cuts its window locally).
+    whole: frozenset[int] = frozenset()
+    # Operands already replaced by a window (along some dim).
+    windowed: set[int] = field(default_factory=set)
 
 
 def rule_of(ctx: PartitionCtx, node: Node) -> ShardingRule | None:
@@ -46,12 +52,17 @@ def rule_of(ctx: PartitionCtx, node: Node) -> ShardingRule | None:
 
 
 def prepare(
-    ctx: PartitionCtx, node: Node, rule: ShardingRule, limits: FactorLimits
+    ctx: PartitionCtx,
+    node: Node,
+    rule: ShardingRule,
+    limits: FactorLimits,
+    factors: list[DimAxes] | None = None,
 ) -> LocalOp:
-    """Chooses factors and brings every operand to its local form. A deferred
-    partial sum stays unreduced when the op is linear in it."""
-    factors = choose_factors(ctx, node, rule, limits)
-    wants = [project(t, factors, ctx.mesh) for t in rule.operands]
+    """Chooses factors (unless given) and brings every operand to its local
+    form. A deferred partial sum stays unreduced when the op is linear in it."""
+    if factors is None:
+        factors = choose_factors(ctx, node, rule, limits)
+    wants, whole = operand_layouts(ctx, node, rule, factors, limits)
     pending = {
         i: ctx.deferred[v][1] for i, v in enumerate(node.operands) if v in ctx.deferred
     }
@@ -80,6 +91,7 @@ def prepare(
         partial,
         _combiner(ctx.graph, node) or "stablehlo.add",
         plain_attrs(node),
+        whole,
     )
 
 

@@ -1,19 +1,50 @@
-"""Windowed ops along split dims: convolution halos, reduce_window, pad,
-select_and_scatter."""
+"""Windowed ops along split dims: reduce_window, pad, select_and_scatter,
+and the window exchange that convolution and slices share.
+
+Every block of a windowed op's output reads one window of the input
+(`halo.py` has the arithmetic). `gather_window` brings that window to each
+device from the blocks of the input: by collective-permutes of the pieces
+it needs (a halo exchange when windows follow the blocks), or by one
+all-gather and a local slice where the cost model says that is cheaper.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Sequence
 
 from meshjit.compiler.diagnostics import SourceLoc
 from meshjit.compiler.graph import DenseElements, Graph, Node
-from meshjit.dialects.reshard import DimAxes, neighbor_pairs
+from meshjit.dialects.reshard import DimAxes, coordinate, neighbor_pairs
 from meshjit.dialects.rules import FactorKind, ShardingRule
-from meshjit.passes.partitioner.builder import Val, itemsize
+from meshjit.dialects.sharding import AxisRef
+from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize, zero_text
 from meshjit.passes.partitioner.context import PartitionCtx
-from meshjit.passes.partitioner.factors import FactorLimits
-from meshjit.passes.partitioner.local import emit, prepare, rule_of, run_replicated
+from meshjit.passes.partitioner.factors import (
+    FactorLimits,
+    WindowedFactor,
+    choose_factors,
+    operand_layouts,
+)
+from meshjit.passes.partitioner.halo import (
+    Exchange,
+    Window,
+    WindowChoice,
+    WindowPlan,
+    choose_exchange,
+    output_parallel,
+    plan_exchange,
+)
+from meshjit.passes.partitioner.layouts import span
+from meshjit.passes.partitioner.local import (
+    LocalOp,
+    emit,
+    prepare,
+    rule_of,
+    run_replicated,
+)
+
+Why = tuple[str, SourceLoc, str]
 
 
 def ints(value: object) -> tuple[int, ...]:
@@ -34,146 +65,389 @@ def padding_values(value: object, n: int) -> list[tuple[int, int]]:
     return [(0, 0)] * n
 
 
-@dataclass(frozen=True, slots=True)
-class Halo:
-    """A convolution spatial dim that can be split with a halo exchange."""
-
-    dim: int  # input dim
-    spatial: int  # index among the spatial dims (row of `padding`)
-    low: int
-    high: int
-    loc: SourceLoc
-
-    @property
-    def width(self) -> int:
-        return max(self.low, self.high)
+def padding_attr(pads: Sequence[tuple[int, int]]) -> str:
+    rows = ", ".join(f"[{lo}, {hi}]" for lo, hi in pads)
+    return f"dense<[{rows}]> : tensor<{len(pads)}x2xi64>"
 
 
-def conv_halos(graph: Graph, node: Node, rule: ShardingRule) -> dict[int, Halo]:
-    """Spatial factors of a stride-1, undilated, ungrouped convolution whose
-    output keeps the input's size (`lo + hi == window - 1`)."""
-    attrs = node.attrs
-    dims = attrs.get("dimension_numbers")
-    if not isinstance(dims, Mapping):
-        return {}
-    spatial = ints(dims.get("input_spatial_dimensions"))
-    kernel_spatial = ints(dims.get("kernel_spatial_dimensions"))
-    n = len(spatial)
-    strides = ints(attrs.get("window_strides")) or (1,) * n
-    lhs = ints(attrs.get("lhs_dilation")) or (1,) * n
-    rhs = ints(attrs.get("rhs_dilation")) or (1,) * n
-    reversal = attrs.get("window_reversal")
-    if isinstance(reversal, tuple) and any(reversal):
-        return {}
-    padding = padding_values(attrs.get("padding"), n)
-    kernel = graph.value(node.operands[1]).shape or ()
-    out: dict[int, Halo] = {}
-    for i, d in enumerate(spatial):
-        window = kernel[kernel_spatial[i]]
-        lo, hi = padding[i]
-        if strides[i] != 1 or lhs[i] != 1 or rhs[i] != 1:
-            continue
-        if lo < 0 or hi < 0 or lo + hi != window - 1:
-            continue
-        for f in rule.operands[0][d]:
-            if rule.kind(f) is FactorKind.PERMUTATION:
-                out[f] = Halo(d, i, lo, hi, node.loc)
+# -- the window exchange -------------------------------------------------------
+
+
+def _block_of_position(ctx: PartitionCtx, axes: Sequence[AxisRef]) -> list[int]:
+    """Each mesh position's block index over `axes` (row-major, major first)."""
+    out = []
+    for p in range(ctx.mesh.size):
+        index = 0
+        for a in axes:
+            index = index * a.full_size(ctx.mesh) + coordinate(ctx.mesh, a, p)
+        out.append(index)
     return out
 
 
-def padding_text(node: Node, halos: Mapping[int, Halo]) -> str:
-    """The padding attribute with split spatial dims padded by halos instead."""
-    dims = node.attrs.get("dimension_numbers")
-    assert isinstance(dims, Mapping)
-    n = len(ints(dims.get("input_spatial_dimensions")))
-    pads = padding_values(node.attrs.get("padding"), n)
-    for halo in halos.values():
-        pads[halo.spatial] = (0, 0)
-    rows = ", ".join(f"[{lo}, {hi}]" for lo, hi in pads)
-    return f"dense<[{rows}]> : tensor<{n}x2xi64>"
+def gather_window(
+    ctx: PartitionCtx,
+    node: Node,
+    lop: LocalOp,
+    k: int,
+    dim: int,
+    axes: DimAxes,
+    plan: WindowPlan,
+    pad: Val | None,
+) -> Val:
+    """This device's window of operand `k`, split in blocks along `dim` over
+    `axes` (or whole along `dim`: the window is cut locally): positions
+    outside the operand hold `pad` (None: zero)."""
+    x = lop.operands[k]
+    first = k not in lop.windowed
+    lop.windowed.add(k)
+    if k in lop.whole:
+        return _cut_window(ctx, x, dim, axes, plan, pad)
+    reason = f"operand {k} window along dim {dim}"
+    why = (node.op, node.loc, reason)
+    choice = window_choice(ctx, x, dim, plan)
+    if choice.by_gather:
+        ctx.remark(
+            node.loc,
+            f"{reason}: one all-gather of the dim (estimated "
+            f"{choice.seconds * 1e6:.1f} us) is cheaper than exchanging the "
+            f"window's pieces ({choice.other_seconds * 1e6:.1f} us)",
+        )
+        return _cut_window(
+            ctx, _gathered(ctx, node, lop, k, dim, axes, first), dim, axes, plan, pad
+        )
+    ex = plan_exchange(plan)
+    if ex.uniform:
+        return _window_by_pieces(ctx, x, dim, axes, plan, ex, pad, why)
+    return _window_into_buffer(ctx, x, dim, axes, plan, ex, pad, why)
 
 
-def exchange_halos(
+def whole_where_gathered(
+    ctx: PartitionCtx,
+    node: Node,
+    rule: ShardingRule,
+    limits: FactorLimits,
+    factors: list[DimAxes],
+) -> list[DimAxes]:
+    """For data movement (slice, pad, concatenate): a split windowed factor
+    whose every window would be cut from a whole copy (one the value has, or
+    an all-gather the cost model prefers to the pieces) is left unsplit: the
+    op then runs whole along that dim on the same gathered copies, and its
+    whole result stays available to later uses (slicing it is free)."""
+    wants, whole = operand_layouts(ctx, node, rule, factors, limits)
+    out = list(factors)
+    for w in limits.windowed:
+        axes = factors[w.factor]
+        plans = w.plans(span(axes, ctx.mesh)) if axes else None
+        if plans is None:
+            continue
+        gathered = True
+        for (k, _), plan in zip(w.windows, plans, strict=True):
+            v = ctx.graph.value(node.operands[k])
+            if k in whole or v.shape is None:
+                continue
+            local = ctx.local_shape(v.shape, wants[k])
+            inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
+            if not choose_exchange(plan, inner * itemsize(v.dtype), ctx.cost).by_gather:
+                gathered = False
+        if gathered:
+            out[w.factor] = ()
+    return out
+
+
+def _gathered(
+    ctx: PartitionCtx,
+    node: Node,
+    lop: LocalOp,
+    k: int,
+    dim: int,
+    axes: DimAxes,
+    first: bool,
+) -> Val:
+    """Operand `k` all-gathered along `dim`: as a reshard of the value like any
+    other (later uses reuse the gathered copy) unless an earlier window along
+    another dim replaced it already."""
+    reason = f"operand {k} window along dim {dim}"
+    if first:
+        whole = tuple(() if d == dim else a for d, a in enumerate(lop.wants[k]))
+        return ctx.value_reshard(node.operands[k], whole, node, reason)
+    x = lop.operands[k]
+    shape = list(x.ty.shape or ())
+    nbytes = (span(axes, ctx.mesh) - 1) * math.prod(shape) * itemsize(x.ty.dtype)
+    ctx.record("all-gather", axes, nbytes, (node.op, node.loc, reason))
+    shape[dim] *= span(axes, ctx.mesh)
+    return ctx.b.all_gather(x, dim, ctx.groups(axes), x.ty.with_shape(shape))
+
+
+def window_choice(
+    ctx: PartitionCtx, x: Val, dim: int, plan: WindowPlan
+) -> WindowChoice:
+    shape = x.ty.shape or ()
+    inner = math.prod(n for d, n in enumerate(shape) if d != dim)
+    return choose_exchange(plan, inner * itemsize(x.ty.dtype), ctx.cost)
+
+
+def _record_round(
     ctx: PartitionCtx,
     x: Val,
-    halos: Mapping[int, Halo],
-    factors: Sequence[DimAxes],
+    dim: int,
+    axes: DimAxes,
+    length: int,
+    shift: int,
+    why: Why,
+) -> None:
+    shape = list(x.ty.shape or ())
+    shape[dim] = length
+    nbytes = math.prod(shape) * itemsize(x.ty.dtype)
+    op, loc, reason = why
+    side = f"block {shift:+d}"
+    ctx.record(
+        "collective-permute",
+        axes,
+        nbytes,
+        (op, loc, f"{reason}: {length} along dim {dim} from {side}"),
+    )
+
+
+def _pairs(
+    ctx: PartitionCtx, axes: DimAxes, shift: int, targets: Sequence[int]
+) -> tuple[tuple[int, int], ...]:
+    """(source, target) positions: a target at block i receives from block
+    i + shift; only the listed target blocks."""
+    blocks = _block_of_position(ctx, axes)
+    wanted = set(targets)
+    return tuple(
+        (p, q) for p, q in neighbor_pairs(ctx.mesh, axes, -shift) if blocks[q] in wanted
+    )
+
+
+def _window_by_pieces(
+    ctx: PartitionCtx,
+    x: Val,
+    dim: int,
+    axes: DimAxes,
+    plan: WindowPlan,
+    ex: Exchange,
+    pad: Val | None,
+    why: Why,
 ) -> Val:
-    """Extends each split spatial dim of the local input by the rows the
-    window reaches into the neighbours' blocks: `low` rows from the previous
-    block, `high` from the next, by collective-permute. The first and last
-    blocks receive nothing, i.e. zeros: the convolution's own padding."""
+    """Static pieces concatenated: the classic halo exchange. Blocks whose
+    window reaches outside the value receive zeros there, masked to `pad`."""
     b = ctx.b
-    for f, halo in sorted(halos.items()):
-        axes = factors[f]
-        d = halo.dim
-        size = (x.ty.shape or ())[d]
-        before: list[Val] = []
-        after: list[Val] = []
-        for width, start, shift in ((halo.low, size - halo.low, 1), (halo.high, 0, -1)):
-            if width == 0:
-                continue
-            part = b.slice_dim(x, d, start, width)
-            shape = part.ty.shape or ()
-            moved = 1
-            for n in shape:
-                moved *= n
-            side = "previous" if shift == 1 else "next"
-            ctx.record(
-                "collective-permute",
-                axes,
-                moved * itemsize(x.ty.dtype),
-                (
-                    "stablehlo.convolution",
-                    halo.loc,
-                    f"halo of {width} along dim {d} from the {side} block",
-                ),
-            )
-            got = b.collective_permute(part, neighbor_pairs(ctx.mesh, axes, shift))
-            (before if shift == 1 else after).append(got)
-        x = b.concatenate([*before, x, *after], d)
-    return x
+    parts = []
+    covered = 0  # window positions the parts so far cover
+    for r in ex.rounds:
+        target = r.targets[0]
+        source = target + r.shift
+        if r.dst[target] > covered:  # before every block: the op's padding
+            parts.append(_filled(ctx, x, dim, r.dst[target] - covered, pad))
+        piece = b.slice_dim(x, dim, r.src[source], r.length)
+        if r.shift != 0:
+            _record_round(ctx, x, dim, axes, r.length, r.shift, why)
+            piece = b.collective_permute(piece, _pairs(ctx, axes, r.shift, r.targets))
+        parts.append(piece)
+        covered = r.dst[target] + r.length
+    if covered < plan.length:
+        parts.append(_filled(ctx, x, dim, plan.length - covered, pad))
+    window = b.concatenate(parts, dim)
+    if pad is None or not plan.reaches_outside:
+        return window
+    return _mask_outside(ctx, window, dim, axes, plan, pad)
 
 
-def tiled_window_factors(graph: Graph, node: Node, rule: ShardingRule) -> set[int]:
-    """reduce_window factors whose windows tile the dim: each block of the
-    output comes from one block of the input, so the op runs locally."""
-    if len(node.operands) != 2:
-        return set()
+def _mask_outside(
+    ctx: PartitionCtx, window: Val, dim: int, axes: DimAxes, plan: WindowPlan, pad: Val
+) -> Val:
+    """Positions of the window outside [0, size) set to `pad`."""
+    b = ctx.b
+    index_ty = window.ty.with_dtype("i32")
+    first = b.binary(
+        "stablehlo.add", ctx.dim_offset(axes, plan.step), ctx.const_i32(plan.start)
+    )
+    position = b.binary(
+        "stablehlo.add", b.iota(index_ty, dim), b.broadcast(first, index_ty)
+    )
+    inside = b.binary(
+        "stablehlo.and",
+        b.compare(position, b.splat(index_ty, "0"), "GE"),
+        b.compare(position, b.splat(index_ty, str(plan.size)), "LT"),
+    )
+    return b.select(inside, window, b.broadcast(pad, window.ty))
+
+
+def _filled(ctx: PartitionCtx, x: Val, dim: int, length: int, pad: Val | None) -> Val:
+    """`length` positions along `dim` shaped like `x`, all `pad`."""
+    shape = list(x.ty.shape or ())
+    shape[dim] = length
+    return _fill(ctx, x.ty.with_shape(shape), pad)
+
+
+def _fill(ctx: PartitionCtx, ty: Ty, pad: Val | None) -> Val:
+    if pad is None:
+        return ctx.b.splat(ty, zero_text(ty.dtype))
+    return ctx.b.broadcast(pad, ty)
+
+
+def _window_into_buffer(
+    ctx: PartitionCtx,
+    x: Val,
+    dim: int,
+    axes: DimAxes,
+    plan: WindowPlan,
+    ex: Exchange,
+    pad: Val | None,
+    why: Why,
+) -> Val:
+    """Pieces cut at per-device offsets and written at per-device offsets
+    into a buffer of `pad` with a margin on both sides (a target without a
+    piece in a round writes into the margin)."""
+    b = ctx.b
+    blocks = _block_of_position(ctx, axes)
+    shape = list(x.ty.shape or ())
+    full = list(shape)
+    full[dim] = plan.length + 2 * ex.margin
+    buffer = _fill(ctx, x.ty.with_shape(full), pad)
+    zero = ctx.const_i32(0)
+    for r in ex.rounds:
+        cut_at = ctx.per_position([r.src[j] for j in blocks])
+        starts = [cut_at if d == dim else zero for d in range(len(shape))]
+        piece_shape = list(shape)
+        piece_shape[dim] = r.length
+        piece = b.dynamic_slice(x, starts, piece_shape)
+        if r.shift != 0:
+            _record_round(ctx, x, dim, axes, r.length, r.shift, why)
+            piece = b.collective_permute(piece, _pairs(ctx, axes, r.shift, r.targets))
+        put_at = ctx.per_position([max(r.dst[i], 0) for i in blocks])
+        starts = [put_at if d == dim else zero for d in range(len(shape))]
+        buffer = b.dynamic_update_slice(buffer, piece, starts)
+    return b.slice_dim(buffer, dim, ex.margin, plan.length)
+
+
+def _cut_window(
+    ctx: PartitionCtx,
+    full: Val,
+    dim: int,
+    axes: DimAxes,
+    plan: WindowPlan,
+    pad: Val | None,
+) -> Val:
+    """This device's window of a value whole along `dim`: padded with `pad`
+    where windows reach outside it, then sliced at the device's offset."""
+    b = ctx.b
+    shape = list(full.ty.shape or ())
+    low = max(0, -plan.start)
+    high = max(0, plan.first(plan.n - 1) + plan.length - plan.size)
+    if low or high:
+        lows = [low if d == dim else 0 for d in range(len(shape))]
+        highs = [high if d == dim else 0 for d in range(len(shape))]
+        dtype = full.ty.dtype
+        value = pad if pad is not None else b.splat(Ty((), dtype), zero_text(dtype))
+        full = b.pad(full, value, lows, highs)
+    offset = b.binary(
+        "stablehlo.add",
+        ctx.dim_offset(axes, plan.step),
+        ctx.const_i32(plan.start + low),
+    )
+    zero = ctx.const_i32(0)
+    starts = [offset if d == dim else zero for d in range(len(shape))]
+    sizes = list(shape)
+    sizes[dim] = plan.length
+    return b.dynamic_slice(full, starts, sizes)
+
+
+# -- reduce_window and pad -------------------------------------------------------
+
+
+def _reduce_window_windows(
+    graph: Graph, node: Node, rule: ShardingRule
+) -> dict[int, tuple[int, Window]]:
+    """Per windowed factor: its dim and window."""
     attrs = node.attrs
     operand = graph.value(node.operands[0]).shape or ()
-    result = graph.value(node.results[0]).shape or ()
     n = len(operand)
     window = ints(attrs.get("window_dimensions"))
     strides = ints(attrs.get("window_strides")) or (1,) * n
     base = ints(attrs.get("base_dilations")) or (1,) * n
     wdil = ints(attrs.get("window_dilations")) or (1,) * n
     padding = padding_values(attrs.get("padding"), n)
-    out: set[int] = set()
+    out: dict[int, tuple[int, Window]] = {}
     for d in range(n):
-        w = window[d]
-        if w == 1 or strides[d] != w or base[d] != 1 or wdil[d] != 1:
-            continue
-        if padding[d] != (0, 0) or operand[d] != result[d] * w:
-            continue
+        w = Window(operand[d], window[d], strides[d], *padding[d], base[d], wdil[d])
         for f in rule.operands[0][d]:
-            if rule.kind(f) is FactorKind.PERMUTATION and f in rule.results[0][d]:
-                out.add(f)
+            if rule.kind(f) is FactorKind.PERMUTATION:
+                out[f] = (d, w)
     return out
 
 
 def reduce_window(node: Node, ctx: PartitionCtx) -> None:
+    """A dim with a real window splits when every output block reads one
+    window of the input: each input's window is exchanged (padded with its
+    init value) and the op runs with local padding."""
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
-    tiled = frozenset(tiled_window_factors(ctx.graph, node, rule))
-    emit(ctx, node, prepare(ctx, node, rule, FactorLimits(movable=tiled)))
+    windows = _reduce_window_windows(ctx.graph, node, rule)
+    count = len(node.operands) // 2
+    limits = FactorLimits(
+        windowed=tuple(
+            WindowedFactor(f, d, tuple((k, w) for k in range(count)))
+            for f, (d, w) in sorted(windows.items())
+        )
+    )
+    lop = prepare(ctx, node, rule, limits)
+    pads = padding_values(node.attrs.get("padding"), len(lop.results[0].shape or ()))
+    for f, (d, w) in sorted(windows.items()):
+        axes = lop.factors[f]
+        if not axes:
+            continue
+        plan = output_parallel(w, span(axes, ctx.mesh))
+        assert plan is not None
+        for k in range(count):
+            lop.operands[k] = gather_window(
+                ctx, node, lop, k, d, axes, plan, lop.operands[count + k]
+            )
+        pads[d] = (plan.low, plan.high)
+    lop.attrs["padding"] = padding_attr(pads)
+    emit(ctx, node, lop)
 
 
 def pad(node: Node, ctx: PartitionCtx) -> None:
+    """A padded dim splits like a window of size 1 over the input dilated by
+    the interior padding: each block gets the input elements its part of the
+    result holds and pads them locally."""
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
-    emit(ctx, node, prepare(ctx, node, rule, FactorLimits()))
+    operand = ctx.graph.value(node.operands[0]).shape or ()
+    low = ints(node.attrs.get("edge_padding_low"))
+    high = ints(node.attrs.get("edge_padding_high"))
+    interior = ints(node.attrs.get("interior_padding"))
+    windows: dict[int, tuple[int, Window]] = {}
+    for d, n in enumerate(operand):
+        w = Window(n, 1, 1, low[d], high[d], interior[d] + 1)
+        for f in rule.operands[0][d]:
+            if rule.kind(f) is FactorKind.PERMUTATION:
+                windows[f] = (d, w)
+    limits = FactorLimits(
+        windowed=tuple(
+            WindowedFactor(f, d, ((0, w),)) for f, (d, w) in sorted(windows.items())
+        )
+    )
+    factors = choose_factors(ctx, node, rule, limits)
+    factors = whole_where_gathered(ctx, node, rule, limits, factors)
+    lop = prepare(ctx, node, rule, limits, factors)
+    lows, highs = list(low), list(high)
+    for f, (d, w) in sorted(windows.items()):
+        axes = lop.factors[f]
+        if not axes:
+            continue
+        plan = output_parallel(w, span(axes, ctx.mesh))
+        assert plan is not None
+        lop.operands[0] = gather_window(
+            ctx, node, lop, 0, d, axes, plan, lop.operands[1]
+        )
+        lows[d], highs[d] = plan.low, plan.high
+    lop.attrs["edge_padding_low"] = i64_array(lows)
+    lop.attrs["edge_padding_high"] = i64_array(highs)
+    emit(ctx, node, lop)

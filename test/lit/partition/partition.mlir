@@ -189,7 +189,8 @@ func.func private @neg(%a: tensor<16xf32>) -> tensor<16xf32> {
 sdy.mesh @mesh = <["x"=2, "y"=4]>
 // broadcast_in_dim keeps its dims on local shapes; a batched dot splits its
 // contraction when the operand is sharded there (partial sum, all-reduce);
-// concatenate, pad and dynamic_slice gather the dim they work along.
+// concatenate, pad and dynamic_slice gather the dim they work along when the
+// result is not split there (windows.mlir has the split cases).
 // CHECK-LABEL: func.func public @broadcast_dot_concat_pad_dynamic_slice
 // CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [1] : (tensor<4xf32>) -> tensor<4x4xf32>
 // CHECK: stablehlo.dot_general {{.*}}, batching_dims = [0] x [0], contracting_dims = [1] x [1] : (tensor<4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4xf32>
@@ -207,45 +208,6 @@ func.func public @broadcast_dot_concat_pad_dynamic_slice(%a: tensor<8x16xf32> {s
   %c0 = stablehlo.constant dense<0> : tensor<i32>
   %4 = stablehlo.dynamic_slice %a, %c0, %i, sizes = [8, 4] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<8x16xf32>, tensor<i32>, tensor<i32>) -> tensor<8x4xf32>
   return %0, %1, %2, %3, %4 : tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x32xf32>, tensor<8x20xf32>, tensor<8x4xf32>
-}
-
-// -----
-sdy.mesh @mesh = <["x"=4]>
-// A SAME convolution split along height: each device takes one row from each
-// neighbour (collective-permute; the ends receive zeros, which is the padding)
-// and convolves without padding on that dim.
-// CHECK-LABEL: func.func public @conv_height_split_exchanges_halos
-// CHECK: %[[LOW:.*]] = stablehlo.slice %[[X:arg[0-9]+]] [0:2, 3:4, 0:8, 0:4]
-// CHECK: %[[FROM_PREV:.*]] = "stablehlo.collective_permute"(%[[LOW]])
-// CHECK-SAME: source_target_pairs = dense<{{\[\[}}0, 1], [1, 2], [2, 3]]>
-// CHECK: %[[HIGH:.*]] = stablehlo.slice %[[X]] [0:2, 0:1, 0:8, 0:4]
-// CHECK: %[[FROM_NEXT:.*]] = "stablehlo.collective_permute"(%[[HIGH]])
-// CHECK-SAME: source_target_pairs = dense<{{\[\[}}1, 0], [2, 1], [3, 2]]>
-// CHECK: %[[EXT:.*]] = stablehlo.concatenate %[[FROM_PREV]], %[[X]], %[[FROM_NEXT]], dim = 1 : (tensor<2x1x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x1x8x4xf32>) -> tensor<2x6x8x4xf32>
-// CHECK: stablehlo.convolution(%[[EXT]], %{{.*}}) {{.*}}pad = {{\[\[}}0, 0], [1, 1]]{{.*}} : (tensor<2x6x8x4xf32>, tensor<3x3x4x8xf32>) -> tensor<2x4x8x8xf32>
-// CHECK-NOT: all_gather
-func.func public @conv_height_split_exchanges_halos(%x: tensor<2x16x8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}, %k: tensor<3x3x4x8xf32>) -> (tensor<2x16x8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) {
-  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}, {}]>]>} : (tensor<2x16x8x4xf32>, tensor<3x3x4x8xf32>) -> tensor<2x16x8x8xf32>
-  return %0 : tensor<2x16x8x8xf32>
-}
-
-// -----
-sdy.mesh @mesh = <["x"=4]>
-// Pooling windows that tile the split dim (stride = window, no padding) run
-// on the local block as they are: no gather.
-// CHECK-LABEL: func.func public @tiled_max_pool_runs_locally
-// CHECK-NOT: all_gather
-// CHECK: "stablehlo.reduce_window"(%arg1, %{{.*}})
-// CHECK: }) : (tensor<2x4x8x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
-// CHECK-NOT: all_gather
-func.func public @tiled_max_pool_runs_locally(%x: tensor<2x16x8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) -> (tensor<2x8x4x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) {
-  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
-  %0 = "stablehlo.reduce_window"(%x, %init) ({
-  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
-    %m = stablehlo.maximum %a, %b : tensor<f32>
-    stablehlo.return %m : tensor<f32>
-  }) {window_dimensions = array<i64: 1, 2, 2, 1>, window_strides = array<i64: 1, 2, 2, 1>, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}, {}]>]>} : (tensor<2x16x8x4xf32>, tensor<f32>) -> tensor<2x8x4x4xf32>
-  return %0 : tensor<2x8x4x4xf32>
 }
 
 // -----

@@ -1,0 +1,228 @@
+"""Windows along a split dim, as arithmetic (no IR): which part of the
+global input each block of a windowed op reads, and how to bring it there.
+
+A windowed op (convolution, reduce_window, select_and_scatter, pad, slice)
+reads, for output position o and window offset k, the input at position
+`o * stride + k * window_dilation` of the input dilated by `base` (holes of
+`base - 1` pad values between elements) and padded by `low` (negative:
+cropped). When the output dim (or, for a convolution's filter gradient, the
+kernel dim) is split in n equal blocks, block i reads a window of the input
+that starts `i * advance` further along in that padded, dilated space and
+has the same length for every block. In real elements that is
+`[start + i * step, start + i * step + length)`, where positions outside
+`[0, size)` are the op's padding value: every block can run the op with the
+same local padding (`low`, `high`), so one program serves all devices.
+
+`plan_exchange` says how each block gets its window from the blocks of the
+input split the same way: rounds of collective-permutes, one per distance
+between source and target block, each moving one piece of the same length
+to every target that needs one. Where every target's pieces have the same
+offsets (`step == block`: the halo exchange of a stride-matched window), the
+pieces are static slices concatenated in order; otherwise they are cut at
+per-device offsets and written into a buffer at per-device offsets.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from meshjit.passes.partitioner.cost import CostModel
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One windowed dim of an op, in the op's own terms."""
+
+    size: int  # input elements along the dim
+    window: int  # window elements
+    stride: int = 1
+    low: int = 0  # padding before (negative: cropping)
+    high: int = 0
+    base: int = 1  # base (lhs) dilation: input elements are this far apart
+    dilation: int = 1  # window (rhs) dilation
+
+    @property
+    def padded(self) -> int:
+        """Length of the padded, dilated input."""
+        return self.low + (self.size - 1) * self.base + 1 + self.high
+
+    @property
+    def out_size(self) -> int:
+        span = (self.window - 1) * self.dilation + 1
+        return max(0, (self.padded - span) // self.stride + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowPlan:
+    """Block i reads input `[start + i * step, ... + length)` and runs the op
+    with padding (`low`, `high`) on it; the input is split in `n` blocks of
+    `block` elements."""
+
+    size: int
+    n: int
+    start: int
+    step: int
+    length: int
+    low: int
+    high: int
+
+    @property
+    def block(self) -> int:
+        return self.size // self.n
+
+    def first(self, i: int) -> int:
+        return self.start + i * self.step
+
+    @property
+    def reaches_outside(self) -> bool:
+        """Whether some block's window covers positions outside the input."""
+        last = self.first(self.n - 1) + self.length
+        return self.start < 0 or last > self.size
+
+
+def plan_window(
+    size: int, n: int, advance: int, length: int, low: int, base: int
+) -> WindowPlan | None:
+    """The plan for blocks whose windows start `advance` apart in the padded,
+    dilated input and span `length` of it, or None when blocks cannot share
+    one local form (the input does not split evenly, or the dilation does not
+    divide the advance)."""
+    if n <= 1 or size % n or advance % base or length <= 0:
+        return None
+    step = advance // base
+    first = -(low // base)  # ceil(-low / base): the first element read
+    last = (length - 1 - low) // base  # floor: the last element read
+    count = last - first + 1
+    if count <= 0:
+        return None
+    local_low = low + first * base
+    local_high = length - 1 - low - last * base
+    return WindowPlan(size, n, first, step, count, local_low, local_high)
+
+
+@functools.lru_cache(maxsize=4096)
+def output_parallel(w: Window, n: int) -> WindowPlan | None:
+    """Output split in n blocks: block i computes outputs [i*m, (i+1)*m)."""
+    out = w.out_size
+    if n <= 1 or out % n:
+        return None
+    m = out // n
+    length = (m - 1) * w.stride + (w.window - 1) * w.dilation + 1
+    return plan_window(w.size, n, m * w.stride, length, w.low, w.base)
+
+
+@functools.lru_cache(maxsize=4096)
+def window_split(w: Window, n: int) -> WindowPlan | None:
+    """Window split in n blocks (a convolution's filter gradient): block i
+    sums window offsets [i*k, (i+1)*k) for every output; partial results."""
+    if n <= 1 or w.window % n:
+        return None
+    k = w.window // n
+    length = (w.out_size - 1) * w.stride + (k - 1) * w.dilation + 1
+    return plan_window(w.size, n, k * w.dilation, length, w.low, w.base)
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One collective-permute (or, for shift 0, the local piece): the source
+    block is the target block + `shift`. Targets listed in `dst` receive a
+    piece of `length` that their source cuts at `src[source block]` of its
+    block and they place at `dst[target block]` of the window (-1: no
+    piece)."""
+
+    shift: int
+    length: int
+    src: tuple[int, ...]
+    dst: tuple[int, ...]
+
+    @property
+    def targets(self) -> tuple[int, ...]:
+        return tuple(i for i, off in enumerate(self.dst) if off >= 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """How every block gets its window: the rounds in increasing shift, and
+    whether the pieces are static (`uniform`: the window is the rounds'
+    pieces concatenated, edge blocks receiving zeros where they read
+    outside the input) or at per-block offsets into a buffer with a margin
+    of `margin` on each side."""
+
+    rounds: tuple[Round, ...]
+    uniform: bool
+    margin: int
+
+    def moved_elements(self) -> int:
+        """Elements one device sends along the dim (the largest piece of
+        each round with a remote source)."""
+        return sum(r.length for r in self.rounds if r.shift != 0)
+
+    @property
+    def remote_rounds(self) -> int:
+        return sum(1 for r in self.rounds if r.shift != 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def plan_exchange(plan: WindowPlan) -> Exchange:
+    """The pieces each block's window is made of, grouped by source distance."""
+    n, block = plan.n, plan.block
+    pieces: dict[int, dict[int, tuple[int, int]]] = {}  # shift -> target -> piece
+    for i in range(n):
+        lo = max(plan.first(i), 0)
+        hi = min(plan.first(i) + plan.length, plan.size)
+        if lo >= hi:
+            continue
+        for j in range(lo // block, (hi - 1) // block + 1):
+            piece = (max(lo, j * block), min(hi, (j + 1) * block))
+            pieces.setdefault(j - i, {})[i] = piece
+    uniform = plan.step == block
+    rounds = []
+    margin = max(
+        (max(b - a for a, b in by_target.values()) for by_target in pieces.values()),
+        default=0,
+    )
+    for shift in sorted(pieces):
+        by_target = pieces[shift]
+        length = max(b - a for a, b in by_target.values())
+        src = [0] * n
+        dst = [-1] * n
+        for i, (a, _end) in by_target.items():
+            j = i + shift
+            cut = min(a, (j + 1) * block - length)  # a whole piece inside block j
+            src[j] = cut - j * block
+            where = cut - plan.first(i)
+            dst[i] = where if uniform else where + margin
+        rounds.append(Round(shift, length, tuple(src), tuple(dst)))
+    return Exchange(tuple(rounds), uniform, 0 if uniform else margin)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowChoice:
+    """How a window is brought to every block, and what the cost model says
+    of it and of the other way."""
+
+    by_gather: bool  # one all-gather of the dim (else collective-permutes)
+    seconds: float
+    nbytes: int  # sent per device
+    other_seconds: float  # the way not taken
+
+
+def choose_exchange(
+    plan: WindowPlan, inner_bytes: int, cost: CostModel
+) -> WindowChoice:
+    """Pieces by collective-permute, or one all-gather of the dim and a local
+    slice, whichever the cost model estimates faster. `inner_bytes`: bytes of
+    one position along the dim (the product of the other local dims)."""
+    ex = plan_exchange(plan)
+    permute_bytes = ex.moved_elements() * inner_bytes
+    permute = sum(
+        cost.collective_seconds("collective-permute", r.length * inner_bytes, 2)
+        for r in ex.rounds
+        if r.shift != 0
+    )
+    gather_bytes = (plan.n - 1) * plan.block * inner_bytes
+    gather = cost.collective_seconds("all-gather", gather_bytes, plan.n)
+    if gather < permute:
+        return WindowChoice(True, gather, gather_bytes, permute)
+    return WindowChoice(False, permute, permute_bytes, gather)

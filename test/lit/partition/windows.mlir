@@ -1,0 +1,128 @@
+// Windowed ops and data movement along split dims: each block of the result
+// reads one window of the input, brought by collective-permutes of the pieces
+// it needs (halo exchange); the local op gets local padding.
+// RUN: %opt %s -p partition --split-input-file | filecheck %s
+
+sdy.mesh @mesh = <["x"=4]>
+// A SAME 3x3 convolution split along height: one row from each neighbour
+// (the ends receive zeros: the padding), no padding left on that dim.
+// CHECK-LABEL: func.func public @conv_exchanges_one_row_each_way
+// CHECK: %[[LOW:.*]] = stablehlo.slice %[[X:arg[0-9]+]] [0:2, 15:16, 0:32, 0:16]
+// CHECK: %[[FROM_PREV:.*]] = "stablehlo.collective_permute"(%[[LOW]])
+// CHECK-SAME: source_target_pairs = dense<{{\[\[}}0, 1], [1, 2], [2, 3]]>
+// CHECK: %[[HIGH:.*]] = stablehlo.slice %[[X]] [0:2, 0:1, 0:32, 0:16]
+// CHECK: %[[FROM_NEXT:.*]] = "stablehlo.collective_permute"(%[[HIGH]])
+// CHECK-SAME: source_target_pairs = dense<{{\[\[}}1, 0], [2, 1], [3, 2]]>
+// CHECK: %[[EXT:.*]] = stablehlo.concatenate %[[FROM_PREV]], %[[X]], %[[FROM_NEXT]], dim = 1 : (tensor<2x1x32x16xf32>, tensor<2x16x32x16xf32>, tensor<2x1x32x16xf32>) -> tensor<2x18x32x16xf32>
+// CHECK: stablehlo.convolution(%[[EXT]], %{{.*}}) {{.*}}pad = {{\[\[}}0, 0], [1, 1]]{{.*}} -> tensor<2x16x32x16xf32>
+// CHECK-NOT: all_gather
+func.func public @conv_exchanges_one_row_each_way(%x: tensor<2x64x32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}, %k: tensor<3x3x16x16xf32>) -> (tensor<2x64x32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) {
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}, {}]>]>} : (tensor<2x64x32x16xf32>, tensor<3x3x16x16xf32>) -> tensor<2x64x32x16xf32>
+  return %0 : tensor<2x64x32x16xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// A 7x7 stride-2 SAME convolution (ResNet's stem, padding 2/3): each block of
+// 8 output rows reads 21 input rows, 2 before its block and 3 after.
+// CHECK-LABEL: func.func public @strided_conv_halo_is_two_and_three_rows
+// CHECK: stablehlo.slice %[[X:arg[0-9]+]] [0:2, 14:16, 0:32, 0:16]
+// CHECK: "stablehlo.collective_permute"
+// CHECK: stablehlo.slice %[[X]] [0:2, 0:3, 0:32, 0:16]
+// CHECK: "stablehlo.collective_permute"
+// CHECK: stablehlo.concatenate {{.*}} -> tensor<2x21x32x16xf32>
+// CHECK: stablehlo.convolution{{.*}}stride = [2, 2], pad = {{\[\[}}0, 0], [2, 3]]{{.*}} -> tensor<2x8x16x16xf32>
+func.func public @strided_conv_halo_is_two_and_three_rows(%x: tensor<2x64x32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}, %k: tensor<7x7x16x16xf32>) -> (tensor<2x32x16x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) {
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [2, 2], pad = [[2, 3], [2, 3]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}, {}]>]>} : (tensor<2x64x32x16xf32>, tensor<7x7x16x16xf32>) -> tensor<2x32x16x16xf32>
+  return %0 : tensor<2x32x16x16xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// A filter gradient: the kernel (here the cotangent) is larger than the
+// output, so blocks split the kernel's window: each device convolves its
+// rows (with a one-row halo of the input) and the partial kernels are summed.
+// CHECK-LABEL: func.func public @filter_gradient_splits_the_window
+// CHECK-COUNT-2: "stablehlo.collective_permute"
+// CHECK: %[[PART:.*]] = stablehlo.convolution{{.*}}pad = {{\[\[}}0, 0], [1, 1]]{{.*}} : (tensor<8x18x32x16xf32>, tensor<8x16x32x16xf32>) -> tensor<3x3x16x16xf32>
+// CHECK: "stablehlo.all_reduce"(%[[PART]])
+func.func public @filter_gradient_splits_the_window(%x: tensor<8x64x32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}, %dy: tensor<8x64x32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) -> (tensor<3x3x16x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}, {}, {}]>}) {
+  %0 = stablehlo.convolution(%x, %dy) dim_numbers = [f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}, {}, {}]>]>} : (tensor<8x64x32x16xf32>, tensor<8x64x32x16xf32>) -> tensor<3x3x16x16xf32>
+  return %0 : tensor<3x3x16x16xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// A 3x3/2 max pool (SAME: padding 0/1): one row from the next block; the
+// last block's window reaches past the input, so positions outside it are
+// set to the init value (-inf) before the local pool.
+// CHECK-LABEL: func.func public @max_pool_masks_with_the_init_value
+// CHECK: %[[HIGH:.*]] = stablehlo.slice %[[X:arg[0-9]+]] [0:2, 0:1, 0:32, 0:16]
+// CHECK: %[[NEXT:.*]] = "stablehlo.collective_permute"(%[[HIGH]])
+// CHECK: %[[WIN:.*]] = stablehlo.concatenate %[[X]], %[[NEXT]], dim = 1
+// CHECK: %[[POS:.*]] = stablehlo.add {{.*}} : tensor<2x17x32x16xi32>
+// CHECK: stablehlo.compare LT, %[[POS]]
+// CHECK: %[[MASKED:.*]] = stablehlo.select %{{.*}}, %[[WIN]], %{{.*}} : tensor<2x17x32x16xi1>, tensor<2x17x32x16xf32>
+// CHECK: "stablehlo.reduce_window"(%[[MASKED]], %{{.*}}) <{padding = dense<{{\[\[}}0, 0], [0, 0], [0, 1], [0, 0]]>
+// CHECK: -> tensor<2x8x16x16xf32>
+func.func public @max_pool_masks_with_the_init_value(%x: tensor<2x64x32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) -> (tensor<2x32x16x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) {
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %0 = "stablehlo.reduce_window"(%x, %init) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %m = stablehlo.maximum %a, %b : tensor<f32>
+    stablehlo.return %m : tensor<f32>
+  }) {window_dimensions = array<i64: 1, 3, 3, 1>, window_strides = array<i64: 1, 2, 2, 1>, padding = dense<[[0, 0], [0, 1], [0, 1], [0, 0]]> : tensor<4x2xi64>, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}, {}]>]>} : (tensor<2x64x32x16xf32>, tensor<f32>) -> tensor<2x32x16x16xf32>
+  return %0 : tensor<2x32x16x16xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// Pooling windows that tile the split dim (stride = window, no padding) run
+// on the local block as they are.
+// CHECK-LABEL: func.func public @tiled_max_pool_runs_locally
+// CHECK-NOT: collective
+// CHECK: "stablehlo.reduce_window"(%arg1, %{{.*}})
+// CHECK: }) : (tensor<2x4x8x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+// CHECK-NOT: collective
+func.func public @tiled_max_pool_runs_locally(%x: tensor<2x16x8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) -> (tensor<2x8x4x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) {
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %0 = "stablehlo.reduce_window"(%x, %init) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %m = stablehlo.maximum %a, %b : tensor<f32>
+    stablehlo.return %m : tensor<f32>
+  }) {window_dimensions = array<i64: 1, 2, 2, 1>, window_strides = array<i64: 1, 2, 2, 1>, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}, {}]>]>} : (tensor<2x16x8x4xf32>, tensor<f32>) -> tensor<2x8x4x4xf32>
+  return %0 : tensor<2x8x4x4xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// The middle third of a dim split in 4 (a fused QKV projection's K): block i
+// needs columns [1024 + 256i, +256), held by block 1 or 2. Each round of
+// collective-permute moves one 256-column piece to the targets that need it,
+// cut and placed at per-device offsets; nothing is gathered.
+// CHECK-LABEL: func.func public @slice_moves_only_the_pieces
+// CHECK: "stablehlo.collective_permute"
+// CHECK-SAME: source_target_pairs = dense<{{\[\[}}2, 3]]>
+// CHECK-SAME: (tensor<64x256xf32>) -> tensor<64x256xf32>
+// CHECK: stablehlo.dynamic_update_slice
+// CHECK: "stablehlo.collective_permute"
+// CHECK-SAME: source_target_pairs = dense<{{\[\[}}1, 0]]>
+// CHECK: sdy.return {{.*}} : tensor<64x256xf32>
+// CHECK-NOT: all_gather
+func.func public @slice_moves_only_the_pieces(%x: tensor<64x3072xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> (tensor<64x1024xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) {
+  %0 = stablehlo.slice %x [0:64, 1024:2048] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : (tensor<64x3072xf32>) -> tensor<64x1024xf32>
+  return %0 : tensor<64x1024xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// A reverse along a split dim: each device reverses its block and sends it
+// to the mirrored device.
+// CHECK-LABEL: func.func public @reverse_mirrors_blocks
+// CHECK: %[[R:.*]] = stablehlo.reverse %arg1, dims = [1] : tensor<8x16xf32>
+// CHECK: "stablehlo.collective_permute"(%[[R]])
+// CHECK-SAME: source_target_pairs = dense<{{\[\[}}0, 3], [1, 2], [2, 1], [3, 0]]>
+func.func public @reverse_mirrors_blocks(%x: tensor<8x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> (tensor<8x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) {
+  %0 = stablehlo.reverse %x, dims = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : tensor<8x64xf32>
+  return %0 : tensor<8x64xf32>
+}

@@ -1,0 +1,186 @@
+"""Window plans and halo exchanges, checked by simulation on numpy arrays: for
+every block, the window built from the exchange's pieces, run through the
+op's local form, reads exactly what the global op reads."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from meshjit.passes.partitioner.halo import (
+    Exchange,
+    Window,
+    WindowPlan,
+    output_parallel,
+    plan_exchange,
+    plan_window,
+    window_split,
+)
+
+PAD = -1.0  # the padding value in simulations (inputs are >= 0)
+
+
+def _dilate_pad(x: np.ndarray, low: int, high: int, base: int) -> np.ndarray:
+    """x with base-1 holes between elements, then low/high padding (negative:
+    cropped); holes and padding are PAD."""
+    dilated = np.full((len(x) - 1) * base + 1 if len(x) else 0, PAD)
+    dilated[::base] = x
+    left = np.full(max(low, 0), PAD)
+    right = np.full(max(high, 0), PAD)
+    out = np.concatenate([left, dilated, right])
+    start = -min(low, 0)
+    stop = len(out) + min(high, 0)
+    return out[start:stop]
+
+
+def _windows(
+    x: np.ndarray, window: int, stride: int, low: int, high: int, base: int, dil: int
+) -> np.ndarray:
+    """Each output's window contents, [outputs, window]."""
+    p = _dilate_pad(x, low, high, base)
+    span = (window - 1) * dil + 1
+    count = max(0, (len(p) - span) // stride + 1)
+    return np.array(
+        [[p[o * stride + k * dil] for k in range(window)] for o in range(count)]
+    ).reshape(count, window)
+
+
+def _build_window(x: np.ndarray, plan: WindowPlan, ex: Exchange, i: int) -> np.ndarray:
+    """Block i's window as the exchange builds it from the blocks of x."""
+    block = plan.block
+    blocks = [x[j * block : (j + 1) * block] for j in range(plan.n)]
+    if ex.uniform:
+        parts = []
+        covered = 0
+        for r in ex.rounds:
+            at = r.dst[r.targets[0]]  # the same for every target
+            parts.append(np.full(at - covered, PAD))  # before every block
+            j = i + r.shift
+            if 0 <= j < plan.n and r.dst[i] >= 0:
+                assert r.dst[i] == at
+                parts.append(blocks[j][r.src[j] : r.src[j] + r.length])
+            else:  # nothing received: zeros, masked to the padding value
+                parts.append(np.full(r.length, PAD))
+            covered = at + r.length
+        parts.append(np.full(plan.length - covered, PAD))
+        got = np.concatenate(parts)
+        assert len(got) == plan.length
+        return got
+    buf = np.full(plan.length + 2 * ex.margin, PAD)
+    for r in ex.rounds:
+        if r.dst[i] < 0:
+            continue
+        j = i + r.shift
+        piece = blocks[j][r.src[j] : r.src[j] + r.length]
+        assert len(piece) == r.length
+        buf[r.dst[i] : r.dst[i] + r.length] = piece
+    return buf[ex.margin : ex.margin + plan.length]
+
+
+def _check_output_parallel(w: Window, n: int) -> bool:
+    plan = output_parallel(w, n)
+    if plan is None:
+        return False
+    x = np.arange(w.size, dtype=float) + 1.0
+    want = _windows(x, w.window, w.stride, w.low, w.high, w.base, w.dilation)
+    ex = plan_exchange(plan)
+    m = w.out_size // n
+    for i in range(n):
+        local = _build_window(x, plan, ex, i)
+        got = _windows(
+            local, w.window, w.stride, plan.low, plan.high, w.base, w.dilation
+        )
+        np.testing.assert_array_equal(
+            got, want[i * m : (i + 1) * m], err_msg=f"block {i}"
+        )
+    return True
+
+
+CONFIGS = [
+    Window(32, 3, 1, 1, 1),  # SAME 3x3
+    Window(64, 7, 2, 2, 3),  # ResNet stem
+    Window(32, 3, 2, 0, 1),  # 3x3/2 max pool, SAME
+    Window(32, 2, 2),  # tiling pool
+    Window(32, 3, 1, 0, 0),  # VALID
+    Window(16, 3, 1, 0, 0, base=2, dilation=1),
+    Window(16, 7, 1, 3, 4, base=2),  # transposed stride-2 conv
+    Window(30, 3, 3, 1, 1, dilation=2),
+    Window(24, 5, 1, 4, 4, dilation=3),  # halo wider than a block
+    Window(16, 1, 1, 3, 5, base=3),  # pad with interior 2
+    Window(24, 1, 2, -3, -5),  # strided slice
+    Window(24, 1, 1, -4, -8),  # slice not matching blocks
+    Window(16, 16, 1, 15, 0),  # cumulative sum
+    Window(32, 32, 1, 31, 0, dilation=1),
+    Window(16, 9, 1, 0, 8),  # reverse cumulative window
+]
+
+
+@pytest.mark.parametrize("w", CONFIGS, ids=str)
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_output_parallel_windows_match_global(w: Window, n: int) -> None:
+    _check_output_parallel(w, n)
+
+
+def test_every_small_window_matches_or_is_refused() -> None:
+    planned = 0
+    for size, window, stride, low, high, base, dil, n in itertools.product(
+        (8, 12, 16),
+        (1, 2, 3, 5),
+        (1, 2, 3),
+        (-2, 0, 1, 3),
+        (-1, 0, 2),
+        (1, 2),
+        (1, 2),
+        (2, 4),
+    ):
+        w = Window(size, window, stride, low, high, base, dil)
+        if w.out_size <= 0:
+            continue
+        planned += _check_output_parallel(w, n)
+    assert planned > 500
+
+
+def test_stride_matched_windows_are_uniform_halos() -> None:
+    plan = output_parallel(Window(32, 3, 1, 1, 1), 4)
+    assert plan == WindowPlan(32, 4, -1, 8, 10, 0, 0)
+    ex = plan_exchange(plan)
+    assert ex.uniform
+    assert [(r.shift, r.length) for r in ex.rounds] == [(-1, 1), (0, 8), (1, 1)]
+    assert ex.moved_elements() == 2
+
+
+def test_slice_across_blocks_moves_only_the_pieces() -> None:
+    # The first third of a dim split in 4 (blocks of 6): block i reads
+    # [2i, 2i+2), from block 0 (i <= 2) or block 1 (i = 3).
+    plan = output_parallel(Window(24, 1, 1, 0, -16), 4)
+    assert plan is not None
+    ex = plan_exchange(plan)
+    assert not ex.uniform
+    assert [r.shift for r in ex.rounds] == [-2, -1, 0]
+    assert ex.moved_elements() == 4
+
+
+def test_filter_gradient_window_split() -> None:
+    # out[o] = sum_k x[o + 2k - 1] * g[k]: x 16, g 8 (stride-2 forward conv),
+    # 3 outputs; g split in 4 blocks of 2.
+    w = Window(16, 8, 1, 1, 0, dilation=2)
+    assert w.out_size == 3
+    plan = window_split(w, 4)
+    assert plan is not None
+    x = np.arange(16.0) + 1
+    full = _windows(x, 8, 1, 1, 0, 1, 2)
+    ex = plan_exchange(plan)
+    total = np.zeros_like(full)
+    for i in range(4):
+        local = _build_window(x, plan, ex, i)
+        part = _windows(local, 2, 1, plan.low, plan.high, 1, 2)
+        total[:, 2 * i : 2 * i + 2] = part
+    np.testing.assert_array_equal(total, full)
+
+
+def test_refusals() -> None:
+    assert plan_window(10, 4, 2, 3, 0, 1) is None  # 10 does not split in 4
+    assert plan_window(16, 4, 3, 3, 0, 2) is None  # dilation 2 does not divide 3
+    assert output_parallel(Window(16, 3, 1, 1, 1), 3) is None  # 16 outputs / 3

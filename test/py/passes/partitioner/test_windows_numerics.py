@@ -1,0 +1,242 @@
+"""Windowed ops along split dims compute what the unsharded program computes:
+convolutions (strides, padding, dilations, both gradients), pooling and its
+gradient, pad and slice; on 8 CPU devices against one device."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import meshjit
+
+MESHES = {"8": ((8,), ("x",)), "2x4": ((2, 4), ("x", "y"))}
+DN = ("NHWC", "HWIO", "NHWC")
+
+
+def mesh_of(name: str) -> Mesh:
+    shape, names = MESHES[name]
+    return Mesh(np.array(jax.devices()[:8]).reshape(shape), names)
+
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed + 7 * len(shape) + sum(shape))
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def run(
+    fn: Callable[..., Any],
+    args: Sequence[np.ndarray],
+    mesh: str,
+    in_specs: Sequence[P],
+    out_spec: Any,
+) -> meshjit.Compiled:
+    m = mesh_of(mesh)
+    in_sh = tuple(NamedSharding(m, s) for s in in_specs)
+    out_sh = jax.tree.map(
+        lambda s: NamedSharding(m, s), out_spec, is_leaf=lambda s: isinstance(s, P)
+    )
+    compiled = (
+        meshjit.jit(fn, in_shardings=in_sh, out_shardings=out_sh).lower(*args).compile()
+    )
+    placed = [jax.device_put(a, s) for a, s in zip(args, in_sh, strict=True)]
+    got = jax.tree.leaves(compiled(*placed))
+    one = jax.devices()[0]
+    want = jax.tree.leaves(jax.jit(fn)(*[jax.device_put(a, one) for a in args]))
+    for g, w in zip(got, want, strict=True):
+        # Partial sums add in another order: error relative to the scale.
+        scale = max(1.0, float(np.abs(np.asarray(w)).max()))
+        np.testing.assert_allclose(
+            np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-6 * scale
+        )
+    return compiled
+
+
+def gathers_of_rank4(compiled: meshjit.Compiled) -> list[str]:
+    """All-gathers the windows fell back to (their reasons)."""
+    return [
+        c.reason
+        for c in compiled.report.collectives
+        if c.kind == "all-gather" and "whole dim" in c.reason
+    ]
+
+
+def conv(
+    stride: int, padding: Any, lhs_dil: int = 1, rhs_dil: int = 1
+) -> Callable[..., Any]:
+    def f(x: jax.Array, k: jax.Array) -> jax.Array:
+        return jax.lax.conv_general_dilated(
+            x,
+            k,
+            (stride, stride),
+            padding,
+            lhs_dilation=(lhs_dil, lhs_dil),
+            rhs_dilation=(rhs_dil, rhs_dil),
+            dimension_numbers=DN,
+        )
+
+    return f
+
+
+CONVS = [
+    # (kernel, stride, padding, lhs dilation, rhs dilation)
+    (3, 1, "SAME", 1, 1),
+    (3, 2, "SAME", 1, 1),
+    (7, 2, "SAME", 1, 1),
+    (1, 2, "SAME", 1, 1),
+    (3, 1, "VALID", 1, 1),
+    (3, 3, ((1, 1), (2, 0)), 1, 1),
+    (5, 1, ((4, 0), (0, 4)), 1, 1),
+    (3, 1, "SAME", 1, 2),
+    (3, 1, ((2, 2), (2, 2)), 2, 1),
+    (4, 2, "VALID", 1, 1),
+]
+
+
+def _out_size(n: int, k: int, s: int, pad: Any, ld: int, rd: int) -> int:
+    if pad == "SAME":
+        return -(-n // s)
+    lo, hi = (0, 0) if pad == "VALID" else pad[0]
+    dilated = (n - 1) * ld + 1 + lo + hi
+    return (dilated - (k - 1) * rd - 1) // s + 1
+
+
+@pytest.mark.parametrize(("k", "stride", "padding", "ld", "rd"), CONVS, ids=str)
+@pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
+def test_conv_forward(
+    k: int, stride: int, padding: Any, ld: int, rd: int, mesh: str, spec: P
+) -> None:
+    h = 64
+    oh = _out_size(h, k, stride, padding, ld, rd)
+    if oh % (8 if mesh == "8" else 4):
+        pytest.skip("output does not split evenly")
+    args = [rand(2, h, 16, 4), rand(k, k, 4, 8, seed=1)]
+    compiled = run(conv(stride, padding, ld, rd), args, mesh, [spec, P()], spec)
+    assert "not partitioned" not in "".join(r.message for r in compiled.report.remarks)
+
+
+@pytest.mark.parametrize(("k", "stride"), [(3, 1), (3, 2), (7, 2), (1, 2)])
+@pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
+def test_conv_gradients(k: int, stride: int, mesh: str, spec: P) -> None:
+    f = conv(stride, "SAME")
+
+    def loss_grads(x: jax.Array, w: jax.Array) -> Any:
+        return jax.grad(lambda x, w: (f(x, w) ** 2).sum(), argnums=(0, 1))(x, w)
+
+    args = [rand(2, 64, 16, 4), rand(k, k, 4, 8, seed=1)]
+    run(loss_grads, args, mesh, [spec, P()], (spec, P()))
+
+
+def test_halo_wider_than_a_block() -> None:
+    """16 rows over 8 devices (blocks of 2) and a 7x7 window: each block
+    needs 3 rows from each side, from two neighbours."""
+    args = [rand(2, 16, 16, 4), rand(7, 7, 4, 8, seed=1)]
+    run(conv(1, "SAME"), args, "8", [P(None, "x"), P()], P(None, "x"))
+
+
+def test_halo_exchange_moves_only_the_halo() -> None:
+    args = [rand(4, 64, 64, 16), rand(3, 3, 16, 16, seed=1)]
+    compiled = run(conv(1, "SAME"), args, "8", [P(None, "x"), P()], P(None, "x"))
+    kinds = [c.kind for c in compiled.report.collectives]
+    assert kinds == ["collective-permute", "collective-permute"]
+    row = 4 * 64 * 16 * 4  # one row of the local block, f32
+    assert [c.bytes_per_device for c in compiled.report.collectives] == [row, row]
+
+
+def test_grouped_convolution_splits_groups() -> None:
+    def depthwise(x: jax.Array, k: jax.Array) -> jax.Array:
+        return jax.lax.conv_general_dilated(
+            x, k, (1, 1), "SAME", dimension_numbers=DN, feature_group_count=16
+        )
+
+    args = [rand(2, 32, 32, 16), rand(3, 3, 1, 16, seed=1)]
+    spec = P(None, None, None, "x")
+    compiled = run(depthwise, args, "8", [spec, P(None, None, None, "x")], spec)
+    assert compiled.report.collectives == []
+
+
+def _pool(
+    x: jax.Array, window: int, stride: int, padding: Any, op: str = "max"
+) -> jax.Array:
+    init, fn = (-jnp.inf, jax.lax.max) if op == "max" else (0.0, jax.lax.add)
+    return jax.lax.reduce_window(
+        x, init, fn, (1, window, window, 1), (1, stride, stride, 1), padding
+    )
+
+
+POOLS = [
+    (3, 2, "SAME", "max"),
+    (2, 2, "VALID", "max"),
+    (3, 1, "SAME", "add"),
+    (3, 2, "SAME", "add"),
+]
+
+
+@pytest.mark.parametrize(("window", "stride", "padding", "op"), POOLS, ids=str)
+@pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
+def test_pooling(
+    window: int, stride: int, padding: str, op: str, mesh: str, spec: P
+) -> None:
+    args = [np.abs(rand(4, 64, 16, 8)) - 0.5]
+    run(lambda x: _pool(x, window, stride, padding, op), args, mesh, [spec], spec)
+
+
+# JAX pads the cotangent of a SAME pool to an uneven size (66 rows), which
+# meshjit keeps replicated with a warning (uneven dims: not done yet).
+@pytest.mark.filterwarnings("ignore:.*not divisible:UserWarning")
+@pytest.mark.parametrize(("window", "stride", "padding", "op"), POOLS, ids=str)
+@pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
+def test_pooling_gradient(
+    window: int, stride: int, padding: str, op: str, mesh: str, spec: P
+) -> None:
+    def grad(x: jax.Array) -> jax.Array:
+        return jax.grad(lambda x: (_pool(x, window, stride, padding, op) ** 2).sum())(x)
+
+    args = [rand(4, 64, 16, 8)]
+    run(grad, args, mesh, [spec], spec)
+
+
+def test_pad_with_interior_and_negative_edges() -> None:
+    def f(x: jax.Array) -> jax.Array:
+        return jax.lax.pad(x, 0.5, ((0, 0, 0), (3, -2, 1), (0, 0, 0)))
+
+    args = [rand(4, 32, 8)]  # dim 1: 3 + 32 + 31 (interior) - 2 = 64
+    compiled = run(f, args, "8", [P(None, "x")], P(None, "x"))
+    assert "all-gather" not in compiled.report.counts()
+
+
+def test_strided_slice_along_split_dim() -> None:
+    args = [rand(4, 96, 8)]
+    run(lambda x: x[:, 5:69:2], args, "8", [P(None, "x")], P(None, "x"))
+
+
+MOVES = {
+    "slice_first_third": lambda x: x[:, : x.shape[1] // 3],
+    "slice_middle": lambda x: x[:, 8:40],
+    "slice_strided": lambda x: x[:, 1::3],
+    "fused_qkv_split": lambda x: sum(jnp.split(x, 3, axis=1)),
+    "concat_two": lambda x: jnp.concatenate([x, 2 * x], axis=1),
+    "concat_three_uneven_parts": lambda x: jnp.concatenate(
+        [x[:, :16], x * 3, x[:, 16:32]], axis=1
+    ),
+    "reverse": lambda x: jnp.flip(x, axis=1),
+    "reverse_both": lambda x: jnp.flip(x, axis=(0, 1)),
+    "pad_then_slice": lambda x: jnp.pad(x, ((0, 0), (8, 8)))[:, 4:-12],
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOVES))
+@pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
+def test_data_movement_along_split_dim(name: str, mesh: str, spec: P) -> None:
+    fn = MOVES[name]
+    x = rand(8, 96)
+    out = jax.eval_shape(fn, x)
+    ways = 8 if mesh == "8" else 4
+    out_spec = spec if out.shape[1] % ways == 0 else P(spec[0])
+    run(fn, [x], mesh, [spec], out_spec)
