@@ -52,6 +52,7 @@ MODULES: tuple[str, ...] = (
     "meshjit.passes.partitioner.elementwise",
     "meshjit.passes.partitioner.factors",
     "meshjit.passes.partitioner.gather_scatter",
+    "meshjit.passes.partitioner.halo",
     "meshjit.passes.partitioner.layouts",
     "meshjit.passes.partitioner.local",
     "meshjit.passes.partitioner.module",

@@ -31,7 +31,6 @@ ALWAYS_REPLICATED = frozenset(
         "stablehlo.fft",
         "stablehlo.reduce_scatter",
         "stablehlo.rng_bit_generator",
-        "stablehlo.select_and_scatter",
         "stablehlo.triangular_solve",
     }
 )
@@ -63,6 +62,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "stablehlo.reduce_window": windows.reduce_window,
         "stablehlo.reverse": movement.reverse,
         "stablehlo.scatter": gather_scatter.scatter,
+        "stablehlo.select_and_scatter": windows.select_and_scatter,
         "stablehlo.slice": movement.slice_,
         "stablehlo.while": control_flow.while_,
         **{op: _replicated for op in ALWAYS_REPLICATED},

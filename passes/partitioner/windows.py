@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from meshjit.compiler.diagnostics import SourceLoc
 from meshjit.compiler.graph import DenseElements, Graph, Node
@@ -34,11 +35,13 @@ from meshjit.passes.partitioner.halo import (
     choose_exchange,
     output_parallel,
     plan_exchange,
+    plan_window,
 )
 from meshjit.passes.partitioner.layouts import span
 from meshjit.passes.partitioner.local import (
     LocalOp,
     emit,
+    finish,
     prepare,
     rule_of,
     run_replicated,
@@ -451,3 +454,133 @@ def pad(node: Node, ctx: PartitionCtx) -> None:
     lop.attrs["edge_padding_low"] = i64_array(lows)
     lop.attrs["edge_padding_high"] = i64_array(highs)
     emit(ctx, node, lop)
+
+
+# -- select_and_scatter ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ScatterWindow:
+    """A select_and_scatter dim split in blocks: block i takes every window
+    that touches its block of the operand (the source's values for them and
+    the operand they read), scatters locally and keeps its own block."""
+
+    dim: int
+    operand: WindowPlan
+    source: WindowPlan
+    skip: int  # where the block starts in its operand window
+
+
+def _scatter_window(
+    size: int, window: int, stride: int, out: int, n: int
+) -> _ScatterWindow | None:
+    if n <= 1 or size % n or out % n:
+        return None
+    block = size // n
+    if block % stride or block // stride != out // n:
+        return None
+    first = -((window - 1) // stride)  # ceil((1 - window) / stride)
+    last = (block - 1) // stride
+    count = last - first + 1
+    length = (count - 1) * stride + window
+    operand = plan_window(size, n, block, length, -first * stride, 1)
+    source = plan_window(out, n, block // stride, count, -first, 1)
+    if operand is None or source is None:
+        return None
+    return _ScatterWindow(-1, operand, source, -first * stride)
+
+
+def _select_fill(ctx: PartitionCtx, node: Node, dtype: str) -> str | None:
+    """The operand value the select never prefers (the first region is
+    `compare(a, b)` GE/GT: -inf; LE/LT: +inf), or None."""
+    block = node.regions[0][0]
+    if len(block.nodes) != 2 or not dtype.startswith(("f", "bf")):
+        return None
+    cmp = ctx.graph.node(block.nodes[0])
+    if cmp.op != "stablehlo.compare" or tuple(cmp.operands) not in (
+        tuple(block.args),
+        tuple(reversed(block.args)),
+    ):
+        return None
+    direction = cmp.attr_text.get("comparison_direction", "")
+    swapped = tuple(cmp.operands) != tuple(block.args)
+    if "GE" in direction or "GT" in direction:
+        return "0x7F800000" if swapped else "0xFF800000"
+    if "LE" in direction or "LT" in direction:
+        return "0xFF800000" if swapped else "0x7F800000"
+    return None
+
+
+def select_and_scatter(node: Node, ctx: PartitionCtx) -> None:
+    """Unwindowed dims split as they are. A windowed dim without padding
+    splits when blocks of the operand match blocks of the source: each block
+    takes every window touching it (their source values, padded with 0 for
+    windows that do not exist, and the operand they read, padded with a
+    value the select never prefers), scatters them locally and keeps its own
+    block, as XLA's partitioner does; the scatter must be an add."""
+    rule = rule_of(ctx, node)
+    if rule is None:
+        run_replicated(ctx, node, "no sharding rule")
+        return
+    operand = ctx.graph.value(node.operands[0])
+    source = ctx.graph.value(node.operands[1]).shape or ()
+    shape = operand.shape or ()
+    attrs = node.attrs
+    rank = len(shape)
+    window = ints(attrs.get("window_dimensions")) or (1,) * rank
+    strides = ints(attrs.get("window_strides")) or (1,) * rank
+    padding = padding_values(attrs.get("padding"), rank)
+    fill = _select_fill(ctx, node, operand.dtype)
+    adds = len(node.regions) > 1 and _region_op(ctx, node, 1) == "stablehlo.add"
+    windowed: dict[int, int] = {}  # factor -> dim
+    for d in range(rank):
+        if window[d] == 1 and strides[d] == 1 and padding[d] == (0, 0):
+            continue
+        if padding[d] != (0, 0) or fill is None or not adds:
+            continue
+        for f in rule.operands[0][d]:
+            windowed[f] = d
+    # The rule gives the source its own factor on a windowed dim: the split
+    # is planned here, on the operand's factor, for all three tensors.
+    limits = FactorLimits(movable=frozenset(windowed))
+    factors = choose_factors(ctx, node, rule, limits)
+    plans: dict[int, _ScatterWindow] = {}
+    for f, d in windowed.items():
+        if not factors[f]:
+            continue
+        plan = _scatter_window(
+            shape[d], window[d], strides[d], source[d], span(factors[f], ctx.mesh)
+        )
+        if plan is None:
+            factors[f] = ()
+            continue
+        plans[f] = _ScatterWindow(d, plan.operand, plan.source, plan.skip)
+        for g in rule.operands[1][d]:
+            factors[g] = factors[f]
+    lop = prepare(ctx, node, rule, limits, factors)
+    if not plans:
+        emit(ctx, node, lop)
+        return
+    b = ctx.b
+    pick = b.splat(Ty((), operand.dtype), fill or "0")
+    zero = b.splat(Ty((), operand.dtype), zero_text(operand.dtype))
+    for f, sw in plans.items():
+        axes = lop.factors[f]
+        lop.operands[0] = gather_window(
+            ctx, node, lop, 0, sw.dim, axes, sw.operand, pick
+        )
+        lop.operands[1] = gather_window(
+            ctx, node, lop, 1, sw.dim, axes, sw.source, zero
+        )
+    regions = [ctx.verbatim_region(r[0]) for r in node.regions]
+    out = b.op1(node.op, lop.operands, lop.operands[0].ty, lop.attrs, regions)
+    for sw in plans.values():
+        out = b.slice_dim(out, sw.dim, sw.skip, (lop.results[0].shape or ())[sw.dim])
+    finish(ctx, node, lop, [out])
+
+
+def _region_op(ctx: PartitionCtx, node: Node, index: int) -> str | None:
+    block = node.regions[index][0]
+    if len(block.nodes) != 2:
+        return None
+    return ctx.graph.node(block.nodes[0]).op

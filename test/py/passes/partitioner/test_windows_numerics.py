@@ -202,6 +202,17 @@ def test_pooling_gradient(
     run(grad, args, mesh, [spec], spec)
 
 
+def test_tiling_pool_gradient_needs_no_collective() -> None:
+    """A 2x2/2 max pool's gradient (select_and_scatter) on a split height:
+    every window lies in one block."""
+
+    def grad(x: jax.Array) -> jax.Array:
+        return jax.grad(lambda x: (_pool(x, 2, 2, "VALID") ** 2).sum())(x)
+
+    compiled = run(grad, [rand(4, 64, 16, 8)], "8", [P(None, "x")], P(None, "x"))
+    assert compiled.report.collectives == []
+
+
 def test_pad_with_interior_and_negative_edges() -> None:
     def f(x: jax.Array) -> jax.Array:
         return jax.lax.pad(x, 0.5, ((0, 0, 0), (3, -2, 1), (0, 0, 0)))
