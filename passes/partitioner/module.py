@@ -278,7 +278,7 @@ _SPECIAL = {
     "stablehlo.pad": "yes (split padded dim: windows, local padding)",
     "stablehlo.reduce_window": "yes (windows by halo exchange)",
     "stablehlo.reverse": "yes (split reversed dim: blocks mirrored)",
-    "stablehlo.select_and_scatter": "yes (windows without padding; else that dim whole)",
+    "stablehlo.select_and_scatter": "yes (unpadded windows; else that dim whole)",
     "stablehlo.slice": "yes (split sliced dim: only the pieces moved)",
     "stablehlo.scatter": "yes (split operand: shifted, routed indices)",
     "stablehlo.while": "yes (regions partitioned)",
