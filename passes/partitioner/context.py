@@ -582,12 +582,25 @@ class PartitionCtx:
         self.pop_scope()
         return header + self.b.restore(saved)
 
+    def op_attrs(self, node: Node) -> dict[str, str]:
+        """The op's attributes to re-emit it: as printed, less sharding
+        annotations, with a fresh channel handle for a collective (the
+        program's own collectives and the partitioner's share one count)."""
+        attrs = plain_attrs(node)
+        if "channel_handle" in attrs:
+            attrs["channel_handle"] = self.b.channel_handle()
+        return attrs
+
     def emit_verbatim(self, node: Node) -> None:
-        """`node` as it is, on the values bound to its operands."""
+        """`node` as it is, on the values bound to its operands (sharding
+        annotations dropped: this is per-device code already)."""
+        if node.op in ("sdy.sharding_constraint", "sdy.reshard"):
+            self.bind(node.results[0], self.val(node.operands[0]))
+            return
         operands = [self.val(v) for v in node.operands]
         results = [self.global_ty(v) for v in node.results]
         regions = [self.verbatim_region(r[0]) for r in node.regions]
-        outs = self.b.op(node.op, operands, results, plain_attrs(node), regions)
+        outs = self.b.op(node.op, operands, results, self.op_attrs(node), regions)
         for vid, out in zip(node.results, outs, strict=True):
             self.bind(vid, out)
 

@@ -127,17 +127,14 @@ def case(node: Node, ctx: PartitionCtx) -> None:
 
 
 def manual_computation(node: Node, ctx: PartitionCtx) -> None:
-    """A shard_map body: already per-device code. Over every mesh axis it is
-    emitted as it is, on operands brought to its in_shardings."""
+    """A shard_map body: per-device code over its manual axes. Manual over
+    every mesh axis, it is emitted as it is, on operands brought to its
+    in_shardings. Over a subset of the axes (`axis_names`), the body is a
+    program over the other (free) axes: its values carry shardings over
+    those, and it is partitioned like any other code (collectives over the
+    free axes only; the body's own collectives keep their groups)."""
     manual = node.attrs.get("manual_axes")
     names = re.findall(r'"([^"]*)"', manual.text if isinstance(manual, Opaque) else "")
-    if set(names) != set(ctx.mesh.axis_names):
-        raise PartitionFailure(
-            node.loc,
-            "partition handles sdy.manual_computation only when it is manual "
-            f"over every mesh axis; this one is manual over {names or 'none'} "
-            f"of {list(ctx.mesh.axis_names)}",
-        )
     in_lay = [layout_of(t) for t in _per_value(node.attrs.get("in_shardings"))]
     out_lay = [layout_of(t) for t in _per_value(node.attrs.get("out_shardings"))]
     block = node.regions[0][0]
@@ -145,21 +142,35 @@ def manual_computation(node: Node, ctx: PartitionCtx) -> None:
         ctx.value_reshard(v, lay, node, f"operand {i}")
         for i, (v, lay) in enumerate(zip(node.operands, in_lay, strict=True))
     ]
+    full = set(names) == set(ctx.mesh.axis_names)
     ctx.push_scope()
-    for a, value in zip(block.args, operands, strict=True):
+    for a, value, lay in zip(block.args, operands, in_lay, strict=True):
         ctx.bind(a, value)
-    returned: list[int] = []
-    for nid in block.nodes:
-        child = ctx.graph.node(nid)
-        if child.op == "sdy.return":
-            returned = list(child.operands)
-            break
-        ctx.emit_verbatim(child)
-    values = [ctx.val(v) for v in returned]
+        ctx.layouts[a] = _free(lay, names)
+    if full:
+        returned: list[int] = []
+        for nid in block.nodes:
+            child = ctx.graph.node(nid)
+            if child.op == "sdy.return":
+                returned = list(child.operands)
+                break
+            ctx.emit_verbatim(child)
+        values = [ctx.val(v) for v in returned]
+    else:
+        returned = ctx.emit_block(block.nodes) or []
+        values = [
+            ctx.value_reshard(v, _free(lay, names), node, f"body result {i}")
+            for i, (v, lay) in enumerate(zip(returned, out_lay, strict=True))
+        ]
     # The body is one block inlined here: its names stay valid after it.
     ctx.pop_scope()
     for vid, value, lay in zip(node.results, values, out_lay, strict=True):
         ctx.bind_result(vid, value, lay, node)
+
+
+def _free(layout: Layout, manual: Sequence[str]) -> Layout:
+    """A layout over the mesh less the manual axes (the body's view)."""
+    return tuple(tuple(a for a in axes if a.name not in manual) for axes in layout)
 
 
 def _per_value(value: object) -> tuple[TensorSharding, ...]:

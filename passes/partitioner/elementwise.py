@@ -46,6 +46,17 @@ def by_rule(node: Node, ctx: PartitionCtx) -> None:
     emit(ctx, node, prepare(ctx, node, rule, FactorLimits(reductions=reducible)))
 
 
+def user_all_reduce(node: Node, ctx: PartitionCtx) -> None:
+    """An all_reduce the program itself holds (inside a shard_map body, over
+    manual axes) reduces element by element across its own replica groups:
+    on blocks split over other axes it runs as it is."""
+    rule = rule_of(ctx, node)
+    if rule is None or not is_elementwise(rule):
+        run_replicated(ctx, node, "not partitioned yet")
+        return
+    emit(ctx, node, prepare(ctx, node, rule, FactorLimits()))
+
+
 def identity(node: Node, ctx: PartitionCtx) -> None:
     """sharding_constraint, reshard, propagation_barrier: the operand in the
     result's layout."""

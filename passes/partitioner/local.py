@@ -14,7 +14,7 @@ from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.rules import ShardingRule
 from meshjit.dialects.stablehlo_rules import RULES
 from meshjit.passes.partitioner.builder import Ty, Val
-from meshjit.passes.partitioner.context import PartitionCtx, plain_attrs
+from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
     choose_factors,
@@ -90,7 +90,7 @@ def prepare(
         results,
         partial,
         _combiner(ctx.graph, node) or "stablehlo.add",
-        plain_attrs(node),
+        ctx.op_attrs(node),
         whole,
     )
 
@@ -129,7 +129,7 @@ def run_replicated(ctx: PartitionCtx, node: Node, why: str) -> None:
     ctx.scope.names.update(captured)
     results = [ctx.global_ty(v) for v in node.results]
     regions = [ctx.verbatim_region(r[0]) for r in node.regions]
-    outs = ctx.b.op(node.op, operands, results, plain_attrs(node), regions)
+    outs = ctx.b.op(node.op, operands, results, ctx.op_attrs(node), regions)
     ctx.pop_scope()
     for vid, out in zip(node.results, outs, strict=True):
         rank = len(ctx.graph.value(vid).shape or ())

@@ -61,6 +61,15 @@ def _read_layouts(graph: Graph, mesh_name: str) -> dict[int, Layout]:
             if isinstance(s, Opaque):
                 put(node.results[0], parse_sharding(s.text), node.loc)
             continue
+        if node.op == "sdy.manual_computation":
+            # Its results are laid out as its out_shardings say.
+            outs = node.attrs.get("out_shardings")
+            if isinstance(outs, Opaque):
+                for vid, s in zip(
+                    node.results, _parse_per_value(outs.text), strict=False
+                ):
+                    put(vid, s, node.loc)
+            continue
         per_value = node.attrs.get("sdy.sharding")
         if isinstance(per_value, Opaque):
             for vid, s in zip(
@@ -264,7 +273,8 @@ _SPECIAL = {
     "sdy.sharding_group": "yes (dropped: propagation used it)",
     "stablehlo.bitcast_convert": "yes when the width is kept, else replicated",
     "sdy.constant": "yes",
-    "sdy.manual_computation": "yes (manual over every axis)",
+    "stablehlo.all_reduce": "yes (a shard_map body's own: on local blocks)",
+    "sdy.manual_computation": "yes (body as written; partial: free axes partitioned)",
     "sdy.propagation_barrier": "yes (reshard)",
     "sdy.reshard": "yes (reshard)",
     "sdy.sharding_constraint": "yes (reshard)",

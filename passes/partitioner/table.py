@@ -23,7 +23,6 @@ from meshjit.passes.partitioner.local import run_replicated
 ALWAYS_REPLICATED = frozenset(
     {
         "stablehlo.all_gather",
-        "stablehlo.all_reduce",
         "stablehlo.all_to_all",
         "stablehlo.cholesky",
         "stablehlo.collective_permute",
@@ -49,6 +48,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "sdy.reshard": elementwise.identity,
         "sdy.sharding_constraint": elementwise.identity,
         "sdy.sharding_group": elementwise.sharding_group,
+        "stablehlo.all_reduce": elementwise.user_all_reduce,
         "stablehlo.case": control_flow.case,
         "stablehlo.concatenate": movement.concatenate,
         "stablehlo.constant": elementwise.constant,

@@ -1,0 +1,50 @@
+// shard_map bodies (sdy.manual_computation): manual over every axis they run
+// as written; over a subset the body is partitioned over the free axes.
+// RUN: %opt %s -p partition --split-input-file | filecheck %s
+
+sdy.mesh @mesh = <["x"=8]>
+// The result keeps the out_shardings' layout: the add runs on the block.
+// CHECK-LABEL: func.func public @full_manual_result_stays_split
+// CHECK: %[[M:.*]] = stablehlo.multiply %arg1, %{{.*}} : tensor<8x16xf32>
+// CHECK-NEXT: %{{.*}} = stablehlo.constant dense<1.000000e+00> : tensor<8x16xf32>
+// CHECK-NEXT: %[[A:.*]] = stablehlo.add %[[M]], %{{.*}} : tensor<8x16xf32>
+// CHECK-NEXT: sdy.return %[[A]]
+// CHECK-NOT: all_gather
+func.func public @full_manual_result_stays_split(%arg0: tensor<64x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<64x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {}]>] out_shardings=[<@mesh, [{"x"}, {}]>] manual_axes={"x"} (%arg1: tensor<8x16xf32>) {
+    %c = stablehlo.constant dense<2.0> : tensor<8x16xf32>
+    %1 = stablehlo.multiply %arg1, %c : tensor<8x16xf32>
+    sdy.return %1 : tensor<8x16xf32>
+  } : (tensor<64x16xf32>) -> tensor<64x16xf32>
+  %c1 = stablehlo.constant {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} dense<1.0> : tensor<64x16xf32>
+  %2 = stablehlo.add %0, %c1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<64x16xf32>
+  return %2 : tensor<64x16xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=2, "y"=4]>
+// Manual over "x" only: the body's dot contracts a dim split over the free
+// axis "y" (partial sums, all-reduced over "y" only); the body's own psum
+// over "x" keeps its replica groups.
+// CHECK-LABEL: func.func public @partial_manual_body_partitioned_over_free_axes
+// CHECK: %[[D:.*]] = stablehlo.dot_general %arg1, %{{.*}} : (tensor<32x4xf32>, tensor<4x32xf32>) -> tensor<32x32xf32>
+// CHECK: %[[Y:.*]] = "stablehlo.all_reduce"(%[[D]])
+// CHECK-SAME: channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>
+// CHECK-SAME: replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]>
+// CHECK: %[[X:.*]] = "stablehlo.all_reduce"(%[[Y]])
+// CHECK-SAME: channel_handle = #stablehlo.channel_handle<handle = 2, type = 1>
+// CHECK-SAME: replica_groups = dense<{{\[\[}}0, 4], [1, 5], [2, 6], [3, 7]]>
+// CHECK: sdy.return %[[X]] : tensor<32x32xf32>
+func.func public @partial_manual_body_partitioned_over_free_axes(%arg0: tensor<64x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> (tensor<32x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {"y"}]>] out_shardings=[<@mesh, [{}, {}]>] manual_axes={"x"} (%arg1: tensor<32x16xf32>) {
+    %1 = stablehlo.transpose %arg1, dims = [1, 0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"y"}, {}]>]>} : (tensor<32x16xf32>) -> tensor<16x32xf32>
+    %2 = stablehlo.dot_general %arg1, %1, contracting_dims = [1] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : (tensor<32x16xf32>, tensor<16x32xf32>) -> tensor<32x32xf32>
+    %3 = "stablehlo.all_reduce"(%2) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 4], [1, 5], [2, 6], [3, 7]]> : tensor<4x2xi64>, use_global_device_ids}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<32x32xf32>) -> tensor<32x32xf32>
+    sdy.return %3 : tensor<32x32xf32>
+  } : (tensor<64x16xf32>) -> tensor<32x32xf32>
+  return %0 : tensor<32x32xf32>
+}
