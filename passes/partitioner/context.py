@@ -42,7 +42,7 @@ from meshjit.passes.partitioner.builder import (
     groups_attr,
     itemsize,
 )
-from meshjit.passes.partitioner.cost import CostModel
+from meshjit.passes.partitioner.cost import CostModel, op_flops, reshard_seconds
 from meshjit.passes.partitioner.layouts import (
     axes_text,
     axis_text,
@@ -383,6 +383,30 @@ class PartitionCtx:
 
     # -- operands and results --------------------------------------------------
 
+    def reshard_seconds_to(self, vid: int, dst: Layout) -> float:
+        """Estimated seconds of `value_reshard(vid, dst)`: from the cheapest
+        local copy of the value (partial sums included)."""
+        v = self.graph.value(vid)
+        if v.shape is None:
+            return 0.0
+        size = itemsize(v.dtype)
+        partial = self.deferred.get(vid, ((), ()))[1]
+        cost = self.cost
+        best = reshard_seconds(
+            self.layout(vid), dst, v.shape, size, self.mesh, partial, cost
+        )
+        if partial or best == 0:
+            return best
+        for lay, _ in self.scope.versions_of(vid):
+            best = min(
+                best, reshard_seconds(lay, dst, v.shape, size, self.mesh, (), cost)
+            )
+        return best
+
+    def work(self, node: Node) -> tuple[float, float]:
+        """The op's FLOPs and the bytes it touches, on global shapes."""
+        return op_work(self.graph, node)
+
     def reshard_bytes_to(self, vid: int, dst: Layout) -> int:
         """Bytes per device `value_reshard(vid, dst)` would move: from the
         cheapest local copy of the value (partial sums included)."""
@@ -603,6 +627,44 @@ class PartitionCtx:
         outs = self.b.op(node.op, operands, results, self.op_attrs(node), regions)
         for vid, out in zip(node.results, outs, strict=True):
             self.bind(vid, out)
+
+
+def op_work(graph: Graph, node: Node) -> tuple[float, float]:
+    """FLOPs and bytes touched by `node` on global shapes (the cost model's
+    compute term; ops that repeat share the answer by shapes)."""
+    operands = [graph.value(v) for v in node.operands]
+    results = [graph.value(v) for v in node.results]
+    contracted = 1
+    if node.op == "stablehlo.dot_general":
+        dims = node.attrs.get("dot_dimension_numbers")
+        lhs = operands[0].shape or ()
+        if isinstance(dims, Mapping):
+            found = dims.get("lhs_contracting_dimensions")
+            if isinstance(found, tuple):
+                contracted = math.prod(lhs[int(d)] for d in found if isinstance(d, int))
+    elif node.op == "stablehlo.convolution":
+        dims = node.attrs.get("dimension_numbers")
+        rhs = operands[1].shape or ()
+        if isinstance(dims, Mapping):
+            spatial = dims.get("kernel_spatial_dimensions")
+            k_in = dims.get("kernel_input_feature_dimension")
+            if isinstance(spatial, tuple) and isinstance(k_in, int):
+                contracted = rhs[k_in] * math.prod(
+                    rhs[int(d)] for d in spatial if isinstance(d, int)
+                )
+    elif node.op == "stablehlo.reduce_window":
+        window = node.attrs.get("window_dimensions")
+        if isinstance(window, tuple):
+            contracted = math.prod(int(w) for w in window if isinstance(w, int))
+    flops = op_flops(
+        node.op, [v.shape for v in operands], [v.shape for v in results], contracted
+    )
+    nbytes = sum(
+        math.prod(v.shape) * itemsize(v.dtype)
+        for v in (*operands, *results)
+        if v.shape is not None
+    )
+    return flops, float(nbytes)
 
 
 def plain_attrs(node: Node) -> dict[str, str]:

@@ -4,14 +4,32 @@ per-device compute, so that choices weigh communication against work.
 A collective costs a fixed latency plus the bytes one device sends over the
 link bandwidth (ring algorithms: `dialects/reshard.step_bytes` gives those
 bytes). Compute costs the larger of its FLOPs over the device's rate and the
-bytes it touches over memory bandwidth. Constants are per platform; the
-defaults describe this project's CI machine (8 virtual CPU devices on 2
-cores), `meshjit-opt --calibrate` (see `calibrate.py`) measures them.
+bytes it touches over memory bandwidth. Constants are per platform
+(`PLATFORMS`); `python -m meshjit.calibrate` measures them on this machine.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from meshjit.dialects.reshard import (
+    AllGather,
+    AllReduce,
+    AllToAll,
+    CollectivePermute,
+    DimAxes,
+    Layout,
+    LocalSlice,
+    ReduceScatter,
+    Step,
+    apply_step,
+    plan_reshard,
+    step_bytes,
+)
+from meshjit.dialects.sharding import MeshModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +42,7 @@ class CostModel:
     memory_bandwidth: float = 8e9  # bytes per second one device touches
 
     def collective_seconds(self, kind: str, nbytes: int, group: int) -> float:
-        if group <= 1 and kind != "collective-permute":
+        if nbytes == 0 or (group <= 1 and kind != "collective-permute"):
             return 0.0
         return self.latency + nbytes / self.bandwidth
 
@@ -32,4 +50,97 @@ class CostModel:
         return max(flops / self.flops, nbytes / self.memory_bandwidth)
 
 
-DEFAULT = CostModel()
+# Documented defaults per platform. "cpu": this project's CI machine class
+# (8 virtual devices on 2 cores: XLA's CPU collectives synchronise threads,
+# so a collective's fixed cost dominates small messages). "gpu": one H100
+# node over NVLink (about 10 us per collective, ~150 GB/s per device for
+# ring collectives, ~50 TFLOP/s of f32 and 3 TB/s of HBM).
+PLATFORMS: dict[str, CostModel] = {
+    "cpu": CostModel(),
+    "gpu": CostModel(
+        latency=10e-6, bandwidth=150e9, flops=50e12, memory_bandwidth=3e12
+    ),
+}
+DEFAULT = PLATFORMS["cpu"]
+
+_KIND = {
+    AllGather: "all-gather",
+    AllToAll: "all-to-all",
+    AllReduce: "all-reduce",
+    ReduceScatter: "reduce-scatter",
+    CollectivePermute: "collective-permute",
+}
+
+
+def step_kind(step: Step) -> str:
+    return _KIND.get(type(step), "local")
+
+
+@functools.lru_cache(maxsize=8192)
+def reshard_seconds(
+    src: Layout,
+    dst: Layout,
+    shape: tuple[int, ...],
+    itemsize: int,
+    mesh: MeshModel,
+    partial: DimAxes,
+    cost: CostModel,
+) -> float:
+    """Estimated seconds of the collectives taking a value from `src`
+    (+ partial sums) to `dst`."""
+    if src == dst and not partial:
+        return 0.0
+    if math.prod(shape) == 0:
+        return 0.0
+    cur = [list(d) for d in src]
+    total = 0.0
+    for step in plan_reshard(src, dst, shape, mesh, partial):
+        local = [
+            n // math.prod(a.full_size(mesh) for a in axes)
+            for n, axes in zip(shape, cur, strict=True)
+        ]
+        if not isinstance(step, LocalSlice):
+            nbytes = step_bytes(step, local, itemsize, mesh)
+            group = math.prod(a.full_size(mesh) for a in step.axes)
+            total += cost.collective_seconds(step_kind(step), nbytes, group)
+        apply_step(cur, step)
+    return total
+
+
+_TRANSCENDENTAL = frozenset(
+    {
+        "stablehlo.exponential",
+        "stablehlo.exponential_minus_one",
+        "stablehlo.log",
+        "stablehlo.log_plus_one",
+        "stablehlo.logistic",
+        "stablehlo.tanh",
+        "stablehlo.rsqrt",
+        "stablehlo.sqrt",
+        "stablehlo.sine",
+        "stablehlo.cosine",
+        "stablehlo.power",
+        "chlo.erf",
+    }
+)
+
+
+def op_flops(
+    op: str,
+    operand_shapes: Sequence[tuple[int, ...] | None],
+    result_shapes: Sequence[tuple[int, ...] | None],
+    contracted: int = 1,
+) -> float:
+    """Floating-point work of an op on global shapes. `contracted`: the
+    product of the contracted dims (dot_general) or of the kernel's window
+    and input features (convolution): each result element sums that many
+    products."""
+    out = sum(math.prod(s) for s in result_shapes if s is not None)
+    if op in ("stablehlo.dot_general", "stablehlo.convolution"):
+        return 2.0 * out * contracted
+    if op in ("stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.sort"):
+        inputs = sum(math.prod(s) for s in operand_shapes if s is not None)
+        return float(max(out, inputs) * (contracted if op != "stablehlo.reduce" else 1))
+    if op in _TRANSCENDENTAL:
+        return 10.0 * out
+    return float(out)

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from meshjit.compiler.graph import Node
-from meshjit.dialects.reshard import DimAxes, Layout, reshard_bytes
+from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.dialects.sharding import AxisRef
 from meshjit.passes.partitioner.builder import itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
+from meshjit.passes.partitioner.cost import reshard_seconds
 from meshjit.passes.partitioner.halo import (
     Window,
     WindowPlan,
@@ -103,7 +104,7 @@ def choose_factors(
     orders = [results + operands, operands + results]
     for i in range(len(operands)):
         orders.append([operands[i], *results, *operands[:i], *operands[i + 1 :]])
-    best: tuple[int, int, int] | None = None
+    best: tuple[float, int, int] | None = None
     chosen: list[DimAxes] = []
     seen: set[tuple[DimAxes, ...]] = set()
     for index, order in enumerate(orders):
@@ -211,48 +212,59 @@ def factor_cost(
     rule: ShardingRule,
     factors: Sequence[DimAxes],
     limits: FactorLimits,
-) -> int:
-    """Bytes per device to bring operands to `factors` (from the cheapest copy
-    of each) and results to their assigned shardings (partial sums included),
-    and to exchange the windows of split windowed factors."""
+) -> float:
+    """Estimated seconds of the op under `factors`: its share of the work on
+    one device, plus the collectives that bring operands to `factors` (from
+    the cheapest copy of each) and results to their assigned shardings
+    (partial sums included), plus the window exchanges of split windowed
+    factors."""
     partial = partial_axes(rule, factors)
     wants, whole = operand_layouts(ctx, node, rule, factors, limits)
-    total = 0
+    total = 0.0
     for vid, want in zip(node.operands, wants, strict=True):
-        total += ctx.reshard_bytes_to(vid, want)
+        total += ctx.reshard_seconds_to(vid, want)
     for vid, t in zip(node.results, rule.results, strict=True):
         v = ctx.graph.value(vid)
         if v.shape is None:
             continue
         src = project(t, factors, ctx.mesh)
-        size = itemsize(v.dtype)
-        total += reshard_bytes(src, ctx.layout(vid), v.shape, size, ctx.mesh, partial)
+        total += reshard_seconds(
+            src,
+            ctx.layout(vid),
+            v.shape,
+            itemsize(v.dtype),
+            ctx.mesh,
+            partial,
+            ctx.cost,
+        )
     for w in limits.windowed:
         if factors[w.factor]:
-            total += window_bytes(ctx, node, rule, factors, w, whole)
-    return total
+            total += window_seconds(ctx, node, rule, factors, w, whole)
+    used = {a for f in factors for a in f}
+    ways = math.prod(a.full_size(ctx.mesh) for a in used)
+    flops, nbytes = ctx.work(node)
+    return total + ctx.cost.compute_seconds(flops / ways, nbytes / ways)
 
 
-def window_bytes(
+def window_seconds(
     ctx: PartitionCtx,
     node: Node,
     rule: ShardingRule,
     factors: Sequence[DimAxes],
     w: WindowedFactor,
     whole: frozenset[int],
-) -> int:
-    """Bytes per device the windows of a split windowed factor move (none
-    for operands whole along the dim: they are cut locally)."""
+) -> float:
+    """Estimated seconds of the window exchanges of a split windowed factor
+    (none for operands whole along the dim: they are cut locally)."""
     plans = w.plans(span(factors[w.factor], ctx.mesh))
     if plans is None:
-        return 0
-    total = 0
+        return 0.0
+    total = 0.0
     for (k, _), plan in zip(w.windows, plans, strict=True):
         v = ctx.graph.value(node.operands[k])
         if v.shape is None or k in whole:
             continue
         local = ctx.local_shape(v.shape, project(rule.operands[k], factors, ctx.mesh))
         inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
-        choice = choose_exchange(plan, inner * itemsize(v.dtype), ctx.cost)
-        total += choice.nbytes
+        total += choose_exchange(plan, inner * itemsize(v.dtype), ctx.cost).seconds
     return total

@@ -221,8 +221,12 @@ def choose_exchange(
         for r in ex.rounds
         if r.shift != 0
     )
+    # Local copies: the pieces into the window; or the gathered value into a
+    # padded copy and the window out of it.
+    permute += cost.compute_seconds(0, 2 * plan.length * inner_bytes)
     gather_bytes = (plan.n - 1) * plan.block * inner_bytes
     gather = cost.collective_seconds("all-gather", gather_bytes, plan.n)
+    gather += cost.compute_seconds(0, 2 * plan.size * inner_bytes)
     if gather < permute:
         return WindowChoice(True, gather, gather_bytes, permute)
     return WindowChoice(False, permute, permute_bytes, gather)
