@@ -84,7 +84,9 @@ def choose_factors(
 
     Candidates come from reading the current shardings in different orders
     (results first, operands first, each operand first): the first tensor
-    to name an axis for a factor wins it."""
+    to name an axis for a factor wins it; and from each of those with one
+    factor left unsplit (e.g. gather a small operand instead of a large
+    result)."""
     values = (*node.operands, *node.results)
     # The choice depends only on this signature; ops that repeat it (layers
     # of a deep model) reuse the decision.
@@ -95,6 +97,10 @@ def choose_factors(
         tuple(ctx.layout(v) for v in values),
         tuple(ctx.graph.value(v).shape for v in values),
         tuple(ctx.graph.value(v).dtype for v in values),
+        # Other copies of the operands, and unreduced partial sums, change
+        # what reaching a layout costs.
+        tuple(tuple(lay for lay, _ in ctx.scope.versions_of(v)) for v in node.operands),
+        tuple(ctx.deferred.get(v, ((), ()))[1] for v in node.operands),
     )
     cached = ctx.factor_cache.get(signature)
     if cached is not None:
@@ -107,8 +113,15 @@ def choose_factors(
     best: tuple[float, int, int] | None = None
     chosen: list[DimAxes] = []
     seen: set[tuple[DimAxes, ...]] = set()
-    for index, order in enumerate(orders):
-        factors = factors_from(ctx, order, rule, limits)
+    candidates = [factors_from(ctx, order, rule, limits) for order in orders]
+    for base in list(candidates):
+        for f, axes in enumerate(base):
+            if axes:
+                fewer = [list(a) for a in base]
+                fewer[f] = []
+                keep_compound_dims_valid(rule, fewer, ctx.mesh)
+                candidates.append([tuple(a) for a in fewer])
+    for index, factors in enumerate(candidates):
         key_factors = tuple(factors)
         if key_factors in seen:
             continue

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 
 from meshjit.compiler.diagnostics import Diagnostics, SourceLoc
 from meshjit.compiler.graph import Graph, Node, Opaque
-from meshjit.dialects.reshard import Layout
+from meshjit.compiler.op_info import op_info
+from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.rules import pointwise_rule
 from meshjit.dialects.sdy_text import (
     parse_mesh,
@@ -26,6 +27,7 @@ from meshjit.passes.partitioner.cost import CostModel
 from meshjit.passes.partitioner.elementwise import LOCAL_BY_TYPE
 from meshjit.passes.partitioner.layouts import (
     axis_text,
+    is_elementwise,
     layout_of,
     layout_text,
     replicated,
@@ -171,39 +173,46 @@ def partition_module_text(
         cost,
     )
     _check_divisible(graph, ctx)
-    args = main.regions[0][0].args
-    ctx.b.indent = 3
-    local_args = ctx.b.block_args([ctx.local_ty(a) for a in args])[0]
-    for a, value in zip(args, local_args, strict=True):
-        ctx.bind(a, value)
-    returned = ctx.emit_block(main.regions[0][0].nodes) or []
+    body = main.regions[0][0]
     res_info = _dicts(main.attrs.get("res_attrs"))
     arg_info = _dicts(main.attrs.get("arg_attrs"))
+    ret = next(
+        (graph.node(n) for n in body.nodes if graph.node(n).op == "func.return"), None
+    )
+    returned_ids = list(ret.operands) if ret is not None else []
     out_layouts: list[Layout] = []
-    for i, vid in enumerate(returned):
+    for i, vid in enumerate(returned_ids):
         s = res_info[i].get("sdy.sharding") if i < len(res_info) else None
         rank = len(graph.value(vid).shape or ())
         text = s.text if isinstance(s, Opaque) else None
         out_layouts.append(
             layout_of(parse_sharding(text)) if text else replicated(rank)
         )
+    _aim_at_results(graph, ctx, set(body.args), returned_ids, out_layouts)
+    args = body.args
+    ctx.b.indent = 3
+    local_args = ctx.b.block_args([ctx.local_ty(a) for a in args])[0]
+    for a, value in zip(args, local_args, strict=True):
+        ctx.bind(a, value)
+    returned = ctx.emit_block(body.nodes) or []
     outs = [
         ctx.value_reshard(vid, lay, main, f"function result {i}", op_name="func.return")
         for i, (vid, lay) in enumerate(zip(returned, out_layouts, strict=True))
     ]
 
-    def body(lay: Layout) -> str:
+    def body_sharding(lay: Layout) -> str:
         return f"<@{mesh_name}, {layout_text(lay)}>"
 
     in_layouts = [ctx.layout(a) for a in args]
     arg_decls = [
         f"%arg{i}: {graph.value(a).type} "
-        + _interface_attrs(arg_info[i] if i < len(arg_info) else {}, body(lay))
+        + _interface_attrs(arg_info[i] if i < len(arg_info) else {}, body_sharding(lay))
         for i, (a, lay) in enumerate(zip(args, in_layouts, strict=True))
     ]
     global_out = [graph.value(v).type for v in returned]
     res_decls = [
-        f"{t} " + _interface_attrs(res_info[i] if i < len(res_info) else {}, body(lay))
+        f"{t} "
+        + _interface_attrs(res_info[i] if i < len(res_info) else {}, body_sharding(lay))
         for i, (t, lay) in enumerate(zip(global_out, out_layouts, strict=True))
     ]
     n_out = len(returned)
@@ -213,8 +222,8 @@ def partition_module_text(
     manual = (
         f"{lhs}sdy.manual_computation("
         + ", ".join(f"%arg{i}" for i in range(len(args)))
-        + f") in_shardings=[{', '.join(body(lay) for lay in in_layouts)}]"
-        + f" out_shardings=[{', '.join(body(lay) for lay in out_layouts)}]"
+        + f") in_shardings=[{', '.join(body_sharding(lay) for lay in in_layouts)}]"
+        + f" out_shardings=[{', '.join(body_sharding(lay) for lay in out_layouts)}]"
         + " manual_axes={"
         + ", ".join(print_string(a.name) for a in mesh.axes)
         + f"}} ({block_args}) {{"
@@ -241,6 +250,47 @@ def partition_module_text(
         "}",
     ]
     return "\n".join(lines) + "\n", report
+
+
+def _aim_at_results(
+    graph: Graph,
+    ctx: PartitionCtx,
+    args: set[int],
+    returned: list[int],
+    out_layouts: list[Layout],
+) -> None:
+    """A value whose only use is to be returned is produced in the result's
+    layout, and so, back through elementwise ops and transposes, are the
+    single-use values
+    it is computed from: the op that starts the chain then chooses factors
+    for where the value ends up (e.g. a weight gradient: gather the small
+    activation rather than the large gradient)."""
+    pending = list(zip(returned, out_layouts, strict=True))
+    while pending:
+        vid, lay = pending.pop()
+        v = graph.value(vid)
+        if vid in args or v.shape is None or len(graph.users(vid)) != 1:
+            continue
+        if any(n % span(a, ctx.mesh) for n, a in zip(v.shape, lay, strict=True)):
+            continue
+        ctx.layouts[vid] = lay
+        if v.owner < 0:
+            continue
+        node = graph.node(v.owner)
+        if node.op == "stablehlo.transpose" and len(node.operands) == 1:
+            perm = node.attrs.get("permutation")
+            if isinstance(perm, tuple):
+                back: list[DimAxes] = [()] * len(lay)
+                for out_dim, in_dim in enumerate(perm):
+                    if isinstance(in_dim, int):
+                        back[in_dim] = lay[out_dim]
+                pending.append((node.operands[0], tuple(back)))
+            continue
+        info = op_info(graph, node)
+        rule = RULES.lookup(info).rule if info is not None else None
+        if rule is None or node.regions or not is_elementwise(rule):
+            continue
+        pending += [(o, lay) for o in node.operands if graph.value(o).shape == v.shape]
 
 
 def _check_divisible(graph: Graph, ctx: PartitionCtx) -> None:
