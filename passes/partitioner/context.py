@@ -383,11 +383,60 @@ class PartitionCtx:
 
     # -- operands and results --------------------------------------------------
 
+    def recomputable(self, vid: int) -> bool:
+        """An iota or a splat (maybe broadcast): cheaper to make again in any
+        layout than to move."""
+        owner = self.graph.value(vid).owner
+        if owner < 0:
+            return False
+        node = self.graph.node(owner)
+        if node.op == "stablehlo.iota":
+            return True
+        if node.op == "stablehlo.broadcast_in_dim":
+            return self.recomputable(node.operands[0]) and not (
+                self.graph.value(node.operands[0]).shape
+            )
+        if node.op in ("stablehlo.constant", "sdy.constant"):
+            value = node.attrs.get("value")
+            return isinstance(value, DenseElements) and value.splat is not None
+        return False
+
+    def recompute(self, vid: int, layout: Layout) -> Val:
+        """A recomputable value made again, at its local shape in `layout`."""
+        v = self.graph.value(vid)
+        node = self.graph.node(v.owner)
+        assert v.shape is not None
+        local = Ty(self.local_shape(v.shape, layout), v.dtype)
+        if node.op == "stablehlo.iota":
+            dim = node.attrs.get("iota_dimension")
+            assert isinstance(dim, int)
+            return self.iota(local, dim, layout[dim])
+        if node.op == "stablehlo.broadcast_in_dim":
+            scalar = self.val(node.operands[0])
+            return self.b.broadcast(scalar, local)
+        text = node.attr_text.get("value", "")
+        return self.b.constant(
+            local, f"{text.rsplit(':', 1)[0].strip()} : {local.text}"
+        )
+
+    def iota(self, local: Ty, dim: int, axes: DimAxes) -> Val:
+        """A local iota along `dim` plus this device's block offset there."""
+        b = self.b
+        out = b.iota(local, dim)
+        if axes:
+            shape = local.shape or ()
+            offset = b.convert(self.dim_offset(axes, shape[dim]), local.dtype)
+            out = b.binary("stablehlo.add", out, b.broadcast(offset, local))
+        return out
+
     def reshard_seconds_to(self, vid: int, dst: Layout) -> float:
         """Estimated seconds of `value_reshard(vid, dst)`: from the cheapest
-        local copy of the value (partial sums included)."""
+        local copy of the value (partial sums included); none for a value
+        made again in place."""
         v = self.graph.value(vid)
         if v.shape is None:
+            return 0.0
+        if vid not in self.deferred and self.recomputable(vid):
             return 0.0
         size = itemsize(v.dtype)
         partial = self.deferred.get(vid, ((), ()))[1]
@@ -436,6 +485,10 @@ class PartitionCtx:
         found = self.scope.cached(key)
         if found is not None:
             return found
+        if not partial and self.recomputable(vid):
+            made = self.recompute(vid, dst)
+            self.scope.cache[key] = made
+            return made
         value = self.val(vid)
         versions = [] if partial else self.scope.versions_of(vid)
         if versions:
@@ -471,6 +524,9 @@ class PartitionCtx:
     ) -> None:
         v = self.graph.value(vid)
         self.deferred.pop(vid, None)
+        if not self.graph.users(vid):
+            self.bind(vid, value)  # unused (e.g. the values of an argsort)
+            return
         target = self.layout(vid)
         if (
             partial
@@ -652,6 +708,11 @@ def op_work(graph: Graph, node: Node) -> tuple[float, float]:
                 contracted = rhs[k_in] * math.prod(
                     rhs[int(d)] for d in spatial if isinstance(d, int)
                 )
+    elif node.op == "stablehlo.sort":
+        dim = node.attrs.get("dimension")
+        shape = operands[0].shape or ()
+        if isinstance(dim, int) and shape:
+            contracted = shape[dim % len(shape)]
     elif node.op == "stablehlo.reduce_window":
         window = node.attrs.get("window_dimensions")
         if isinstance(window, tuple):

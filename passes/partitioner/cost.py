@@ -134,11 +134,16 @@ def op_flops(
     """Floating-point work of an op on global shapes. `contracted`: the
     product of the contracted dims (dot_general) or of the kernel's window
     and input features (convolution): each result element sums that many
-    products."""
+    products; the window size (reduce_window); the sorted dim's length
+    (sort)."""
     out = sum(math.prod(s) for s in result_shapes if s is not None)
     if op in ("stablehlo.dot_general", "stablehlo.convolution"):
         return 2.0 * out * contracted
-    if op in ("stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.sort"):
+    if op == "stablehlo.sort":
+        # A comparison sort: n log n comparisons along the sorted dim, each
+        # moving every operand.
+        return float(out * max(1.0, math.log2(max(2, contracted))))
+    if op in ("stablehlo.reduce", "stablehlo.reduce_window"):
         inputs = sum(math.prod(s) for s in operand_shapes if s is not None)
         return float(max(out, inputs) * (contracted if op != "stablehlo.reduce" else 1))
     if op in _TRANSCENDENTAL:

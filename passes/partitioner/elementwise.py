@@ -89,19 +89,9 @@ def constant(node: Node, ctx: PartitionCtx) -> None:
 def iota(node: Node, ctx: PartitionCtx) -> None:
     """A local iota plus this device's block offset along a split dim."""
     vid = node.results[0]
-    v = ctx.graph.value(vid)
-    lay = ctx.layout(vid)
     dim = node.attrs.get("iota_dimension")
     assert isinstance(dim, int)
-    assert v.shape is not None
-    b = ctx.b
-    local = ctx.local_ty(vid)
-    out = b.iota(local, dim)
-    if lay[dim]:
-        shape = ctx.local_shape(v.shape, lay)
-        offset = b.convert(ctx.dim_offset(lay[dim], shape[dim]), v.dtype)
-        out = b.binary("stablehlo.add", out, b.broadcast(offset, local))
-    ctx.bind(vid, out)
+    ctx.bind(vid, ctx.iota(ctx.local_ty(vid), dim, ctx.layout(vid)[dim]))
 
 
 def sharding_group(node: Node, ctx: PartitionCtx) -> None:

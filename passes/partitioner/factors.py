@@ -114,6 +114,7 @@ def choose_factors(
     chosen: list[DimAxes] = []
     seen: set[tuple[DimAxes, ...]] = set()
     candidates = [factors_from(ctx, order, rule, limits) for order in orders]
+    named = [a for v in values for axes in ctx.layout(v) for a in axes]
     for base in list(candidates):
         for f, axes in enumerate(base):
             if axes:
@@ -121,6 +122,7 @@ def choose_factors(
                 fewer[f] = []
                 keep_compound_dims_valid(rule, fewer, ctx.mesh)
                 candidates.append([tuple(a) for a in fewer])
+        candidates += _relocated(ctx, rule, limits, base, named)
     for index, factors in enumerate(candidates):
         key_factors = tuple(factors)
         if key_factors in seen:
@@ -132,6 +134,38 @@ def choose_factors(
             best, chosen = key, factors
     ctx.factor_cache[signature] = tuple(chosen)
     return chosen
+
+
+def _relocated(
+    ctx: PartitionCtx,
+    rule: ShardingRule,
+    limits: FactorLimits,
+    base: Sequence[DimAxes],
+    named: Sequence[AxisRef],
+) -> list[list[DimAxes]]:
+    """Candidates where an axis the tensors name but `base` leaves unused
+    (it sits on a dim the op cannot split, e.g. the dim a sort sorts) moves
+    to a pass-through factor that can take it: one all-to-all there and
+    back instead of a gather (XLA's partitioner does this for sorts)."""
+    mesh = ctx.mesh
+    used = [a for f in base for a in f]
+    in_results = {f for t in rule.results for dim in t for f in dim}
+    out: list[list[DimAxes]] = []
+    for a in dict.fromkeys(named):
+        if any(a.overlaps(u, mesh) for u in used):
+            continue
+        for f in range(rule.num_factors):
+            if f in limits.forbidden or rule.kind(f) is not FactorKind.PASS_THROUGH:
+                continue
+            if f not in in_results and rule.results:
+                continue
+            if rule.sizes[f] % span([*base[f], a], mesh):
+                continue
+            moved = [list(x) for x in base]
+            moved[f].append(a)
+            keep_compound_dims_valid(rule, moved, mesh)
+            out.append([tuple(x) for x in moved])
+    return out
 
 
 def factors_from(

@@ -391,6 +391,10 @@ def reduce_window(node: Node, ctx: PartitionCtx) -> None:
         return
     windows = _reduce_window_windows(ctx.graph, node, rule)
     count = len(node.operands) // 2
+    scan = _scan_dim(ctx, node)
+    if scan is not None:
+        _scan(node, ctx, rule, windows, *scan)
+        return
     limits = FactorLimits(
         windowed=tuple(
             WindowedFactor(f, d, tuple((k, w) for k in range(count)))
@@ -412,6 +416,142 @@ def reduce_window(node: Node, ctx: PartitionCtx) -> None:
         pads[d] = (plan.low, plan.high)
     lop.attrs["padding"] = padding_attr(pads)
     emit(ctx, node, lop)
+
+
+# Identities of the combiners a scan can use, as dense literals per kind of
+# element type: a scan's init value must be one (then padding adds nothing).
+_IDENTITY = {
+    "stablehlo.add": ("0", "0"),
+    "stablehlo.multiply": ("1", "1"),
+    "stablehlo.maximum": ("0xFF800000", None),
+    "stablehlo.minimum": ("0x7F800000", None),
+}
+
+
+def _scan_dim(ctx: PartitionCtx, node: Node) -> tuple[int, bool] | None:
+    """(dim, prefix?) of a cumulative reduce_window (JAX's cumsum, cumprod,
+    cummax...): one input, a window as long as the dim, stride 1, padded by
+    its length - 1 before (prefix) or after (suffix), an identity as init;
+    every other dim untouched."""
+    if len(node.operands) != 2:
+        return None
+    combiner = _region_op(ctx, node, 0)
+    if combiner not in _IDENTITY:
+        return None
+    init = ctx.graph.value(node.operands[1])
+    owner = init.owner
+    while owner >= 0 and ctx.graph.node(owner).op == "stablehlo.broadcast_in_dim":
+        owner = ctx.graph.value(ctx.graph.node(owner).operands[0]).owner
+    if owner < 0:
+        return None
+    text = ctx.graph.node(owner).attr_text.get("value", "")
+    literal = text[len("dense<") : text.find(">")] if text.startswith("dense<") else ""
+    is_float = init.dtype.startswith(("f", "bf"))
+    want = _IDENTITY[combiner][0 if is_float else 1]
+    if want is None or not _same_literal(literal, want, is_float):
+        return None
+    shape = ctx.graph.value(node.operands[0]).shape or ()
+    attrs = node.attrs
+    rank = len(shape)
+    window = ints(attrs.get("window_dimensions"))
+    strides = ints(attrs.get("window_strides")) or (1,) * rank
+    base = ints(attrs.get("base_dilations")) or (1,) * rank
+    wdil = ints(attrs.get("window_dilations")) or (1,) * rank
+    padding = padding_values(attrs.get("padding"), rank)
+    found = None
+    for d, n in enumerate(shape):
+        if (window[d], strides[d], base[d], wdil[d], padding[d]) == (
+            1,
+            1,
+            1,
+            1,
+            (0, 0),
+        ):
+            continue
+        if found is not None or n < 2 or strides[d] != 1 or window[d] != n:
+            return None
+        if base[d] != 1 or wdil[d] != 1 or padding[d] not in ((n - 1, 0), (0, n - 1)):
+            return None
+        found = (d, padding[d] == (n - 1, 0))
+    return found
+
+
+def _same_literal(literal: str, want: str, is_float: bool) -> bool:
+    if literal == want:
+        return True
+    if not is_float or want.startswith("0x"):
+        return False
+    try:
+        return float(literal) == float(want)
+    except ValueError:
+        return False
+
+
+def _scan(
+    node: Node,
+    ctx: PartitionCtx,
+    rule: ShardingRule,
+    windows: dict[int, tuple[int, Window]],
+    dim: int,
+    prefix: bool,
+) -> None:
+    """A cumulative op along a split dim: each device scans its block, the
+    blocks' totals are all-gathered (one element per block and row), each
+    device combines the totals of the blocks before it (after it, for a
+    suffix scan) and adds that to its local scan."""
+    factors = [f for f, (d, _) in windows.items() if d == dim]
+    lop = prepare(ctx, node, rule, FactorLimits(movable=frozenset(factors)))
+    axes = tuple(a for f in factors for a in lop.factors[f])
+    if not axes:
+        emit(ctx, node, lop)
+        return
+    b = ctx.b
+    x, init = lop.operands
+    shape = list(x.ty.shape or ())
+    block = shape[dim]
+    n = span(axes, ctx.mesh)
+    combiner = _region_op(ctx, node, 0) or "stablehlo.add"
+
+    def scan(v: Val, length: int) -> Val:
+        pads = [(0, 0)] * len(shape)
+        pads[dim] = (length - 1, 0) if prefix else (0, length - 1)
+        dims = [1] * len(shape)
+        dims[dim] = length
+        attrs = {
+            "window_dimensions": i64_array(dims),
+            "window_strides": i64_array([1] * len(shape)),
+            "padding": padding_attr(pads),
+        }
+        region = ctx.verbatim_region(node.regions[0][0])
+        return b.op1("stablehlo.reduce_window", [v, init], v.ty, attrs, [region])
+
+    local = scan(x, block)
+    total = b.slice_dim(local, dim, block - 1 if prefix else 0, 1)
+    gathered_shape = list(shape)
+    gathered_shape[dim] = n
+    nbytes = (n - 1) * math.prod(total.ty.shape or ()) * itemsize(x.ty.dtype)
+    ctx.record(
+        "all-gather", axes, nbytes, (node.op, node.loc, f"block totals along dim {dim}")
+    )
+    totals = b.all_gather(total, dim, ctx.groups(axes), x.ty.with_shape(gathered_shape))
+    # Exclusive scan of the totals: shift the inclusive one by one block.
+    inclusive = scan(totals, n)
+    lows = [0] * len(shape)
+    highs = [0] * len(shape)
+    if prefix:
+        lows[dim] = 1
+    else:
+        highs[dim] = 1
+    shifted = b.pad(inclusive, init, lows, highs)
+    exclusive = b.slice_dim(shifted, dim, 0 if prefix else 1, n)
+    zero = ctx.const_i32(0)
+    starts = [ctx.block_index(axes) if d == dim else zero for d in range(len(shape))]
+    mine = b.dynamic_slice(exclusive, starts, total.ty.shape or ())
+    # `mine` has length 1 along `dim`: spread it over the block.
+    others = [d for d in range(len(shape)) if d != dim]
+    rows = b.reshape(mine, [n for d, n in enumerate(shape) if d != dim])
+    earlier = b.broadcast(rows, local.ty, others)
+    finish(ctx, node, lop, [b.binary(combiner, local, earlier)])
 
 
 def pad(node: Node, ctx: PartitionCtx) -> None:
