@@ -56,6 +56,7 @@ MODULES: tuple[str, ...] = (
     "meshjit.passes.partitioner.layouts",
     "meshjit.passes.partitioner.local",
     "meshjit.passes.partitioner.module",
+    "meshjit.passes.partitioner.reductions",
     "meshjit.passes.partitioner.movement",
     "meshjit.passes.partitioner.report",
     "meshjit.passes.partitioner.table",

@@ -214,13 +214,15 @@ class Builder:
             return a
         return self.op1("stablehlo.convert", [a], a.ty.with_dtype(dtype))
 
-    def compare(self, a: Val, b: Val, direction: str) -> Val:
-        return self.op1(
-            "stablehlo.compare",
-            [a, b],
-            a.ty.with_dtype("i1"),
-            {"comparison_direction": f"#stablehlo<comparison_direction {direction}>"},
-        )
+    def compare(self, a: Val, b: Val, direction: str, order: str = "") -> Val:
+        """`a direction b` elementwise; `order` "TOTALORDER" compares floats
+        in IEEE total order (NaN above +inf)."""
+        attrs = {
+            "comparison_direction": f"#stablehlo<comparison_direction {direction}>"
+        }
+        if order:
+            attrs["compare_type"] = f"#stablehlo<comparison_type {order}>"
+        return self.op1("stablehlo.compare", [a, b], a.ty.with_dtype("i1"), attrs)
 
     def select(self, pred: Val, on_true: Val, on_false: Val) -> Val:
         return self.op1("stablehlo.select", [pred, on_true, on_false], on_true.ty)

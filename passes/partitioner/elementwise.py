@@ -1,25 +1,22 @@
 """Elementwise and shape ops: they run on local blocks as they are, with
-local types (broadcast, reshape, transpose, reduce, ...); constants and iota
+local types (broadcast, reshape, transpose, sort, ...); constants and iota
 get their local form; sharding annotations only reshard."""
 
 from __future__ import annotations
 
 from meshjit.compiler.graph import DenseElements, Node
-from meshjit.compiler.op_info import combiner as _combiner
-from meshjit.dialects.stablehlo_rules import REDUCIBLE_COMBINERS
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import FactorLimits
 from meshjit.passes.partitioner.layouts import is_elementwise, replicated
 from meshjit.passes.partitioner.local import emit, prepare, rule_of, run_replicated
+from meshjit.passes.partitioner.report import PartitionFailure
 
 # Ops whose local form differs from the global one only in its result types
 # (once the factor choice keeps their special dims unsplit).
 LOCAL_BY_TYPE = frozenset(
     {
-        "chlo.top_k",
         "stablehlo.broadcast_in_dim",
         "stablehlo.optimization_barrier",
-        "stablehlo.reduce",
         "stablehlo.reshape",
         "stablehlo.sort",
         "stablehlo.transpose",
@@ -30,6 +27,8 @@ LOCAL_BY_TYPE = frozenset(
 def by_rule(node: Node, ctx: PartitionCtx) -> None:
     """The default: an op whose rule is elementwise (or listed as local by
     type) runs on local blocks; anything else runs replicated, with a remark."""
+    if node.op.startswith("sdy."):
+        raise PartitionFailure(node.loc, f"partition does not handle '{node.op}' yet")
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
@@ -37,13 +36,7 @@ def by_rule(node: Node, ctx: PartitionCtx) -> None:
     if node.op not in LOCAL_BY_TYPE and (node.regions or not is_elementwise(rule)):
         run_replicated(ctx, node, "not partitioned yet")
         return
-    combiner = _combiner(ctx.graph, node)
-    reducible = (
-        node.op == "stablehlo.reduce"
-        and len(node.results) == 1
-        and combiner in REDUCIBLE_COMBINERS
-    )
-    emit(ctx, node, prepare(ctx, node, rule, FactorLimits(reductions=reducible)))
+    emit(ctx, node, prepare(ctx, node, rule, FactorLimits()))
 
 
 def user_all_reduce(node: Node, ctx: PartitionCtx) -> None:

@@ -317,6 +317,7 @@ def _check_divisible(graph: Graph, ctx: PartitionCtx) -> None:
 
 
 _SPECIAL = {
+    "chlo.top_k": "yes (split row: block candidates merged)",
     "func.call": "yes (inlined)",
     "sdy.mesh": "n/a",
     "sdy.named_computation": "no: an error names it",
@@ -336,7 +337,9 @@ _SPECIAL = {
     "stablehlo.gather": "yes (split table: masked lookup + sum)",
     "stablehlo.iota": "yes (block offset)",
     "stablehlo.pad": "yes (split padded dim: windows, local padding)",
-    "stablehlo.reduce_window": "yes (windows by halo exchange)",
+    "stablehlo.reduce": "yes (partial results: all-reduce, or gathered and reduced)",
+    "stablehlo.reduce_window": "yes (windows by halo exchange; scans by block totals)",
+    "stablehlo.sort": "yes (split sorted dim: all-to-all to another dim)",
     "stablehlo.reverse": "yes (split reversed dim: blocks mirrored)",
     "stablehlo.select_and_scatter": "yes (unpadded windows; else that dim whole)",
     "stablehlo.slice": "yes (split sliced dim: only the pieces moved)",

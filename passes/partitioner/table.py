@@ -14,6 +14,7 @@ from meshjit.passes.partitioner import (
     elementwise,
     gather_scatter,
     movement,
+    reductions,
     windows,
 )
 from meshjit.passes.partitioner.context import Handler, PartitionCtx
@@ -41,6 +42,7 @@ def _replicated(node: Node, ctx: PartitionCtx) -> None:
 
 HANDLERS: Mapping[str, Handler] = MappingProxyType(
     {
+        "chlo.top_k": reductions.top_k,
         "func.call": control_flow.call,
         "sdy.constant": elementwise.constant,
         "sdy.manual_computation": control_flow.manual_computation,
@@ -59,6 +61,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "stablehlo.gather": gather_scatter.gather,
         "stablehlo.iota": elementwise.iota,
         "stablehlo.pad": windows.pad,
+        "stablehlo.reduce": reductions.reduce,
         "stablehlo.reduce_window": windows.reduce_window,
         "stablehlo.reverse": movement.reverse,
         "stablehlo.scatter": gather_scatter.scatter,

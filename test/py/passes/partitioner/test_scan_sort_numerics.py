@@ -77,3 +77,48 @@ def test_scan_along_split_dim_gathers_only_block_totals(
     for c in compiled.report.collectives:
         assert c.kind == "all-gather"
         assert c.bytes_per_device <= 7 * row_bytes
+
+
+REDUCES = {
+    "argmax": lambda x: jnp.argmax(x, axis=0).astype(jnp.int32),
+    "argmin_ties": lambda x: jnp.argmin(jnp.round(x), axis=0).astype(jnp.int32),
+    "max_and_argmax": lambda x: (jnp.max(x, axis=0), jnp.argmax(x, axis=0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCES))
+@pytest.mark.parametrize(("mesh", "spec"), [("8", P("x")), ("2x4", P("x", "y"))])
+def test_argmax_reduces_blocks_then_their_results(
+    name: str, mesh: str, spec: P
+) -> None:
+    x = np.random.default_rng(2).standard_normal((4096, 64)).astype(np.float32)
+    m = MESHES[mesh]
+    fn = REDUCES[name]
+    sh = NamedSharding(m, spec)
+    compiled = meshjit.jit(fn, in_shardings=sh).lower(x).compile()
+    got = jax.tree.leaves(compiled(jax.device_put(x, sh)))
+    want = jax.tree.leaves(jax.jit(fn)(x))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    gathered = sum(c.bytes_per_device for c in compiled.report.collectives)
+    assert gathered <= 7 * 64 * 8 * 2  # the blocks' (value, index) pairs
+
+
+@pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
+def test_top_k_merges_block_candidates(mesh: str, spec: P) -> None:
+    rng = np.random.default_rng(3)
+    x = np.round(rng.standard_normal((16, 1024)) * 4).astype(np.float32)  # ties
+    x[0, 5] = np.nan
+    m = MESHES[mesh]
+
+    def fn(x: jax.Array) -> Any:
+        return jax.lax.top_k(x, 5)
+
+    sh = NamedSharding(m, spec)
+    compiled = meshjit.jit(fn, in_shardings=sh).lower(x).compile()
+    got = jax.tree.leaves(compiled(jax.device_put(x, sh)))
+    want = jax.tree.leaves(jax.jit(fn)(x))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert "all-gather" in compiled.report.counts()
+    assert max(c.bytes_per_device for c in compiled.report.collectives) < 16 * 5 * 8 * 4

@@ -1,0 +1,156 @@
+"""Reductions along split dims: reduce (a sum-like combiner finishes with an
+all-reduce; any other region, argmax's value-index pairs among them, by
+all-gathering the blocks' partial results and reducing them again) and
+top_k (local candidates, then a merge)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from meshjit.compiler.graph import Node
+from meshjit.compiler.op_info import combiner as _combiner
+from meshjit.dialects.reshard import DimAxes
+from meshjit.dialects.rules import NULL_DIM, FactorKind, RuleBuilder
+from meshjit.dialects.stablehlo_rules import REDUCIBLE_COMBINERS
+from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize
+from meshjit.passes.partitioner.context import PartitionCtx
+from meshjit.passes.partitioner.factors import FactorLimits
+from meshjit.passes.partitioner.layouts import span
+from meshjit.passes.partitioner.local import (
+    emit,
+    finish,
+    prepare,
+    rule_of,
+    run_replicated,
+)
+
+
+def reduce(node: Node, ctx: PartitionCtx) -> None:
+    """Reduced dims may be split: each device reduces its block. With one
+    result and an associative combiner the partial results are all-reduced
+    (later, on a smaller tensor, when a linear op follows); otherwise the
+    partial results are all-gathered and reduced again with the op's own
+    region (exact for argmax/argmin's value-index pairs)."""
+    rule = rule_of(ctx, node)
+    if rule is None:
+        run_replicated(ctx, node, "no sharding rule")
+        return
+    lop = prepare(ctx, node, rule, FactorLimits(reductions=True))
+    single = (
+        len(node.results) == 1 and _combiner(ctx.graph, node) in REDUCIBLE_COMBINERS
+    )
+    if single or not lop.partial:
+        emit(ctx, node, lop)
+        return
+    b = ctx.b
+    axes = lop.partial
+    region = ctx.verbatim_region(node.regions[0][0])
+    partials = b.op(node.op, lop.operands, lop.results, lop.attrs, [region])
+    gathered = [_stack(ctx, node, p, axes) for p in partials]
+    inits = lop.operands[len(partials) :]
+    again = ctx.verbatim_region(node.regions[0][0])
+    outs = b.op(
+        node.op,
+        [*gathered, *inits],
+        lop.results,
+        {"dimensions": i64_array([0])},
+        [again],
+    )
+    lop.partial = ()
+    finish(ctx, node, lop, outs)
+
+
+def _stack(ctx: PartitionCtx, node: Node, x: Val, axes: DimAxes) -> Val:
+    """Every device's `x` of the group over `axes`, stacked along a new
+    leading dim."""
+    shape = x.ty.shape or ()
+    n = span(axes, ctx.mesh)
+    one = ctx.b.reshape(x, (1, *shape))
+    nbytes = (n - 1) * math.prod(shape) * itemsize(x.ty.dtype)
+    ctx.record(
+        "all-gather", axes, nbytes, (node.op, node.loc, "partial results of the blocks")
+    )
+    return ctx.b.all_gather(one, 0, ctx.groups(axes), x.ty.with_shape((n, *shape)))
+
+
+def top_k(node: Node, ctx: PartitionCtx) -> None:
+    """Along a split last dim: each device takes the top k of its block
+    (indices made global), all-gathers the candidates and keeps the top k of
+    them (values descending in total order, ties to the smaller index)."""
+    operand = ctx.graph.value(node.operands[0]).shape or ()
+    result = ctx.graph.value(node.results[0]).shape or ()
+    if not operand:
+        run_replicated(ctx, node, "a scalar")
+        return
+    last = len(operand) - 1
+    b_rule = RuleBuilder([len(operand)], [len(result), len(result)])
+    for d in range(last):
+        b_rule.same_dim(d, operand[d])
+    b_rule.factor([last], [NULL_DIM, NULL_DIM], operand[last], FactorKind.PERMUTATION)
+    b_rule.factor([NULL_DIM], [last, last], result[last], FactorKind.NEED_REPLICATION)
+    rule = b_rule.build()
+    k = result[last]
+    counts = [
+        n
+        for n in range(2, ctx.mesh.size + 1)
+        if ctx.mesh.size % n == 0 and operand[last] % n == 0 and operand[last] // n >= k
+    ]
+    split = rule.num_factors - 2
+    if not counts:
+        emit(ctx, node, prepare(ctx, node, rule, FactorLimits()))
+        return
+    lop = prepare(ctx, node, rule, FactorLimits(movable=frozenset({split})))
+    axes = lop.factors[split]
+    if not axes or span(axes, ctx.mesh) not in counts:
+        if axes:  # a split the merge cannot serve: take the row whole
+            lop = prepare(ctx, node, rule, FactorLimits())
+        emit(ctx, node, lop)
+        return
+    b = ctx.b
+    x = lop.operands[0]
+    block = (x.ty.shape or ())[last]
+    local = [Ty((*r.shape[:-1], k), r.dtype) if r.shape else r for r in lop.results]
+    values, indices = b.op(node.op, [x], local, lop.attrs)
+    offset = b.convert(ctx.dim_offset(axes, block), indices.ty.dtype)
+    indices = b.binary("stablehlo.add", indices, b.broadcast(offset, indices.ty))
+    n = span(axes, ctx.mesh)
+    wide = [
+        v.ty.with_shape((*(v.ty.shape or ())[:-1], n * k)) for v in (values, indices)
+    ]
+    gathered = []
+    for v, ty in zip((values, indices), wide, strict=True):
+        nbytes = (n - 1) * math.prod(v.ty.shape or ()) * itemsize(v.ty.dtype)
+        ctx.record(
+            "all-gather",
+            axes,
+            nbytes,
+            (node.op, node.loc, "top-k candidates of the blocks"),
+        )
+        gathered.append(b.all_gather(v, last, ctx.groups(axes), ty))
+    merged = _sort_pairs(ctx, gathered, last)
+    outs = [b.slice_dim(m, last, 0, k) for m in merged]
+    finish(ctx, node, lop, outs)
+
+
+def _sort_pairs(ctx: PartitionCtx, pair: Sequence[Val], dim: int) -> list[Val]:
+    """(values, indices) sorted along `dim`: values descending in total
+    order, equal values by increasing index."""
+    b = ctx.b
+    values, indices = pair
+    v_ty, i_ty = Ty((), values.ty.dtype), Ty((), indices.ty.dtype)
+    saved = b.capture()
+    (av, bv, ai, bi), header = b.block_args([v_ty, v_ty, i_ty, i_ty])
+    order = "TOTALORDER" if v_ty.dtype.startswith(("f", "bf")) else ""
+    greater = b.compare(av, bv, "GT", order)
+    equal = b.compare(av, bv, "EQ", order)
+    first = b.binary("stablehlo.and", equal, b.compare(ai, bi, "LT"))
+    b.ret("stablehlo.return", [b.binary("stablehlo.or", greater, first)])
+    region = header + b.restore(saved)
+    return b.op(
+        "stablehlo.sort",
+        [values, indices],
+        [values.ty, indices.ty],
+        {"dimension": f"{dim} : i64", "is_stable": "true"},
+        [region],
+    )
