@@ -118,7 +118,19 @@ def plan_reshard(
     Axes leave a dim only from its minor end: an axis that `dst` wants on
     another dim moves there by all-to-all (never through a replicated copy);
     any other leaves by all-gather. Axes `dst` adds are a local slice.
+
+    A dim its axes do not divide is split in blocks of ceil(size / ways),
+    the last ones padded: where such a dim changes, it is gathered whole
+    (the padding cut off) and sliced again into the new blocks, never moved
+    block by block (blocks of different layouts do not line up).
     """
+    uneven = [
+        d
+        for d, n in enumerate(shape)
+        if src[d] != dst[d] and (n % _span(src[d], mesh) or n % _span(dst[d], mesh))
+    ]
+    if uneven:
+        return _plan_uneven(src, dst, shape, mesh, partial, uneven)
     if not partial:
         permute = _plan_permute(src, dst, mesh)
         if permute is not None:
@@ -151,7 +163,10 @@ def _elements_sent(
 def _local_shape(
     shape: Sequence[int], layout: Sequence[Sequence[AxisRef]], mesh: MeshModel
 ) -> tuple[int, ...]:
-    return tuple(n // _span(axes, mesh) for n, axes in zip(shape, layout, strict=True))
+    """Blocks of ceil(size / ways): a dim its axes do not divide is padded."""
+    return tuple(
+        -(-n // _span(axes, mesh)) for n, axes in zip(shape, layout, strict=True)
+    )
 
 
 def _block_start(
@@ -215,6 +230,30 @@ def _plan_slice_permute(
     )
     part = _local_shape(shape, dst, mesh)
     return CollectivePermute(moved, pairs, dst, tuple(offsets), part)
+
+
+def _plan_uneven(
+    src: Layout,
+    dst: Layout,
+    shape: Sequence[int],
+    mesh: MeshModel,
+    partial: DimAxes,
+    uneven: Sequence[int],
+) -> list[Step]:
+    """Partial sums reduced first (all-reduce: a reduce-scatter would cut
+    even blocks), the uneven dims that change gathered whole, then the rest
+    as usual (the uneven dims sliced at once into their new blocks)."""
+    steps: list[Step] = []
+    if partial:
+        steps.append(AllReduce(tuple(partial)))
+    cur = [list(d) for d in src]
+    for d in uneven:
+        if cur[d]:
+            steps.append(AllGather(d, tuple(cur[d])))
+            cur[d] = []
+    middle = tuple(tuple(d) for d in cur)
+    steps += _plan_collectives(middle, dst, shape, mesh, ())
+    return steps
 
 
 def _plan_collectives(
@@ -318,7 +357,11 @@ def _all_to_all_target(
     for e, want in enumerate(dst):
         if e == d or not _is_prefix(tuple(cur[e]), want):
             continue
-        fits = shape[e] % _span([*cur[e], axis], mesh) == 0
+        # Only into a dim that ends up even: uneven blocks are cut at once.
+        fits = (
+            shape[e] % _span([*cur[e], axis], mesh) == 0
+            and shape[e] % _span(want, mesh) == 0
+        )
         if len(want) > len(cur[e]) and want[len(cur[e])] == axis and fits:
             return e
     return None
@@ -444,7 +487,7 @@ def reshard_bytes(
     cur = [list(d) for d in src]
     total = 0
     for step in plan_reshard(src, dst, shape, mesh, partial):
-        local = [s // _span(axes, mesh) for s, axes in zip(shape, cur, strict=True)]
+        local = _local_shape(shape, cur, mesh)
         total += step_bytes(step, local, itemsize, mesh)
         apply_step(cur, step)
     return total

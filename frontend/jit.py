@@ -620,8 +620,9 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
     """Constrain the sharding of `x` (a pytree) inside a jitted function.
 
     Becomes an `sdy.sharding_constraint` that meshjit's propagation honours.
-    Unlike JAX, an uneven constraint is an error (JAX pads it and silently
-    replicates the value, jax#26946), and a `None` leaf leaves its subtree free.
+    A dim the constraint's axes do not divide is split in padded blocks, as
+    JAX does (and, unlike JAX, the value stays split: jax#26946); a `None`
+    leaf leaves its subtree free.
     Outside a trace it moves the arrays, like `jax.device_put`.
     """
     try:
@@ -654,13 +655,13 @@ def _check_constraint(
     leaf = LeafInfo(name, shape, np.dtype(getattr(value, "dtype", np.float32)))
     try:
         sharding.tensor_sharding(len(shape)).validate(
-            sharding.mesh.to_model(), shape, what=f"`{name}` ({leaf.describe()})"
+            sharding.mesh.to_model(),
+            shape,
+            what=f"`{name}` ({leaf.describe()})",
+            allow_uneven=True,
         )
     except ShardingError as err:
-        raise ShardingError(
-            f"with_sharding_constraint: {err}. meshjit does not pad and silently "
-            "replicate an uneven constraint (jax#26946)"
-        ) from None
+        raise ShardingError(f"with_sharding_constraint: {err}") from None
 
 
 __all__ = [

@@ -251,7 +251,6 @@ class Lowered:
         except DiagnosticError as err:
             raise pipeline_error(inputs.api, err) from None
         self._texts.setdefault("partitioned", spmd.text)
-        _warn_uneven(inputs.api, spmd.report)
         return Compiled(self, spmd, frozenset(self._aliases or {}))
 
 
@@ -259,20 +258,6 @@ def _layout(s: TensorSharding | None, ndim: int) -> tuple[tuple[str, ...], ...]:
     if s is None:
         return ((),) * ndim
     return tuple(tuple(str(a) for a in d.axes) for d in s.dims)
-
-
-def _warn_uneven(api: str, report: PartitionReport) -> None:
-    """Never replicate an uneven sharding silently (jax#26946)."""
-    for remark in report.remarks:
-        if "not divisible" not in remark.message:
-            continue
-        warnings.warn(
-            f"{api}: {remark.loc}: {remark.message} (the final sharding of this "
-            "value is fully replicated; pad the dim to a multiple of the axis size "
-            "to keep it sharded)",
-            UserWarning,
-            stacklevel=3,
-        )
 
 
 def _short(s: Any) -> str:

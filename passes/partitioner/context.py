@@ -41,6 +41,7 @@ from meshjit.passes.partitioner.builder import (
     Val,
     groups_attr,
     itemsize,
+    zero_text,
 )
 from meshjit.passes.partitioner.cost import CostModel, op_flops, reshard_seconds
 from meshjit.passes.partitioner.layouts import (
@@ -259,6 +260,20 @@ class PartitionCtx:
         self.scope.cache[key] = value
         return value
 
+    def mask_beyond(
+        self, x: Val, dim: int, axes: Sequence[AxisRef], size: int, fill: Val
+    ) -> Val:
+        """`x`, a block of a dim of global `size` split over `axes`, with its
+        positions past the end of the dim (the padding of an uneven split)
+        set to the scalar `fill`."""
+        b = self.b
+        block = (x.ty.shape or ())[dim]
+        index_ty = x.ty.with_dtype("i32")
+        start = b.broadcast(self.dim_offset(axes, block), index_ty)
+        position = b.binary("stablehlo.add", b.iota(index_ty, dim), start)
+        inside = b.compare(position, b.splat(index_ty, str(size)), "LT")
+        return b.select(inside, x, b.broadcast(fill, x.ty))
+
     def cut(self, a: Val, offsets: Sequence[Sequence[int]], part: Sequence[int]) -> Val:
         """This device's `part`-shaped piece of `a` at `offsets[position]`."""
         starts = [
@@ -324,6 +339,18 @@ class PartitionCtx:
         local_after = self.local_shape(shape, tuple(tuple(d) for d in cur))
         after = Ty(local_after, dtype)
         if isinstance(step, LocalSlice):
+            # A block past the end of an uneven dim starts inside the padding:
+            # pad first (dynamic_slice would clamp the start instead).
+            need = [
+                span(added, self.mesh) * local_after[d]
+                for d, added in enumerate(step.added)
+            ]
+            short = [
+                max(0, n - have) for n, have in zip(need, local_before, strict=True)
+            ]
+            if any(short):
+                zero = self.b.splat(Ty((), dtype), zero_text(dtype))
+                a = self.b.pad(a, zero, [0] * len(short), short)
             starts = [
                 self.dim_offset(added, local_after[d])
                 for d, added in enumerate(step.added)
@@ -337,7 +364,14 @@ class PartitionCtx:
             return self.b.collective_permute(a, step.pairs)
         if isinstance(step, AllGather):
             self.record("all-gather", step.axes, moved, why)
-            return self.b.all_gather(a, step.dim, self.groups(step.axes), after)
+            count = span(step.axes, self.mesh)
+            gathered = list(local_before)
+            gathered[step.dim] *= count
+            full = self.b.all_gather(
+                a, step.dim, self.groups(step.axes), after.with_shape(gathered)
+            )
+            # An uneven dim gathered whole: cut the padding of the last blocks.
+            return self.b.slice_dim(full, step.dim, 0, local_after[step.dim])
         if isinstance(step, AllToAll):
             self.record("all-to-all", step.axes, moved, why)
             count = span(step.axes, self.mesh)

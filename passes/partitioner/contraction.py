@@ -8,11 +8,18 @@ from dataclasses import dataclass
 
 from meshjit.compiler.graph import Graph, Node
 from meshjit.dialects.rules import NULL_DIM, FactorKind, RuleBuilder, ShardingRule
+from meshjit.passes.partitioner.builder import Ty, Val, zero_text
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import FactorLimits, WindowedFactor
 from meshjit.passes.partitioner.halo import Window
 from meshjit.passes.partitioner.layouts import span
-from meshjit.passes.partitioner.local import emit, prepare, rule_of, run_replicated
+from meshjit.passes.partitioner.local import (
+    emit,
+    mask_uneven,
+    prepare,
+    rule_of,
+    run_replicated,
+)
 from meshjit.passes.partitioner.windows import (
     gather_window,
     ints,
@@ -29,7 +36,14 @@ def dot_general(node: Node, ctx: PartitionCtx) -> None:
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
-    emit(ctx, node, prepare(ctx, node, rule, FactorLimits(reductions=True)))
+    lop = prepare(ctx, node, rule, FactorLimits(reductions=True, uneven=True))
+    zero = _zero(ctx, lop.operands[0])
+    mask_uneven(ctx, node, lop, [zero, zero])
+    emit(ctx, node, lop)
+
+
+def _zero(ctx: PartitionCtx, like: Val) -> Val:
+    return ctx.b.splat(Ty((), like.ty.dtype), zero_text(like.ty.dtype))
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,7 +96,7 @@ def reshard_seconds(
     total = 0.0
     for step in plan_reshard(src, dst, shape, mesh, partial):
         local = [
-            n // math.prod(a.full_size(mesh) for a in axes)
+            -(-n // math.prod(a.full_size(mesh) for a in axes))
             for n, axes in zip(shape, cur, strict=True)
         ]
         if not isinstance(step, LocalSlice):

@@ -36,7 +36,7 @@ def by_rule(node: Node, ctx: PartitionCtx) -> None:
     if node.op not in LOCAL_BY_TYPE and (node.regions or not is_elementwise(rule)):
         run_replicated(ctx, node, "not partitioned yet")
         return
-    emit(ctx, node, prepare(ctx, node, rule, FactorLimits()))
+    emit(ctx, node, prepare(ctx, node, rule, FactorLimits(uneven=True)))
 
 
 def user_all_reduce(node: Node, ctx: PartitionCtx) -> None:

@@ -69,6 +69,10 @@ class FactorLimits:
     movable: frozenset[int] = frozenset()
     reductions: bool = False
     windowed: tuple[WindowedFactor, ...] = ()
+    # Factors that are a whole dim wherever they appear may split a dim
+    # their axes do not divide (blocks padded at the end); split reduction
+    # factors then need the handler to mask the padding (`mask_uneven`).
+    uneven: bool = False
 
     def window(self, factor: int) -> WindowedFactor | None:
         for w in self.windowed:
@@ -113,7 +117,7 @@ def choose_factors(
     best: tuple[float, int, int] | None = None
     chosen: list[DimAxes] = []
     seen: set[tuple[DimAxes, ...]] = set()
-    candidates = [factors_from(ctx, order, rule, limits) for order in orders]
+    candidates = [factors_from(ctx, node, order, rule, limits) for order in orders]
     named = [a for v in values for axes in ctx.layout(v) for a in axes]
     for base in list(candidates):
         for f, axes in enumerate(base):
@@ -168,8 +172,24 @@ def _relocated(
     return out
 
 
+def whole_dim_factors(
+    ctx: PartitionCtx, node: Node, rule: ShardingRule
+) -> frozenset[int]:
+    """Factors that are the only factor of every dim they appear in, with the
+    dim's size: they may split unevenly."""
+    out = set(range(rule.num_factors))
+    values = (*node.operands, *node.results)
+    for vid, tensor in zip(values, (*rule.operands, *rule.results), strict=True):
+        shape = ctx.graph.value(vid).shape or ()
+        for d, dim_factors in enumerate(tensor):
+            if len(dim_factors) != 1 or shape[d] != rule.sizes[dim_factors[0]]:
+                out.difference_update(dim_factors)
+    return frozenset(out)
+
+
 def factors_from(
     ctx: PartitionCtx,
+    node: Node,
     order: Sequence[tuple[int, tuple[tuple[int, ...], ...]]],
     rule: ShardingRule,
     limits: FactorLimits,
@@ -182,6 +202,10 @@ def factors_from(
     used: list[AxisRef] = []
     in_results = {f for t in rule.results for dim in t for f in dim}
     windowed = {w.factor: w for w in limits.windowed}
+    whole = whole_dim_factors(ctx, node, rule) if limits.uneven else frozenset()
+    # A windowed factor may split unevenly too: its blocks' windows are cut
+    # from padded blocks and masked.
+    whole |= frozenset(windowed)
 
     def allowed(f: int) -> bool:
         if f in limits.forbidden:
@@ -194,7 +218,7 @@ def factors_from(
         return f in limits.movable or f in windowed
 
     for vid, tensor in order:
-        split = split_to_factors(tensor, ctx.layout(vid), rule, mesh)
+        split = split_to_factors(tensor, ctx.layout(vid), rule, mesh, whole)
         for f, axes in split.items():
             if factors[f] or not allowed(f):
                 continue
@@ -202,7 +226,7 @@ def factors_from(
                 if any(a.overlaps(u, mesh) for u in used):
                     break
                 ways = span([*factors[f], a], mesh)
-                if rule.sizes[f] % ways != 0:
+                if rule.sizes[f] % ways != 0 and f not in whole:
                     break
                 factors[f].append(a)
             if f in windowed:

@@ -66,19 +66,28 @@ class WindowPlan:
     length: int
     low: int
     high: int
+    # Where each block's window starts, when not `start + i * step`.
+    firsts: tuple[int, ...] = ()
 
     @property
     def block(self) -> int:
-        return self.size // self.n
+        """Elements per block: ceil(size / n), the last blocks padded when n
+        does not divide the size."""
+        return -(-self.size // self.n)
+
+    @property
+    def linear(self) -> bool:
+        return not self.firsts
 
     def first(self, i: int) -> int:
-        return self.start + i * self.step
+        return self.firsts[i] if self.firsts else self.start + i * self.step
 
     @property
     def reaches_outside(self) -> bool:
-        """Whether some block's window covers positions outside the input."""
-        last = self.first(self.n - 1) + self.length
-        return self.start < 0 or last > self.size
+        """Whether some block's window covers positions outside the input
+        (or the padding of its last blocks)."""
+        starts = [self.first(i) for i in range(self.n)]
+        return min(starts) < 0 or max(starts) + self.length > self.size
 
 
 def plan_window(
@@ -86,9 +95,8 @@ def plan_window(
 ) -> WindowPlan | None:
     """The plan for blocks whose windows start `advance` apart in the padded,
     dilated input and span `length` of it, or None when blocks cannot share
-    one local form (the input does not split evenly, or the dilation does not
-    divide the advance)."""
-    if n <= 1 or size % n or advance % base or length <= 0:
+    one local form (the dilation does not divide the advance)."""
+    if n <= 1 or advance % base or length <= 0:
         return None
     step = advance // base
     first = -(low // base)  # ceil(-low / base): the first element read
@@ -103,11 +111,12 @@ def plan_window(
 
 @functools.lru_cache(maxsize=4096)
 def output_parallel(w: Window, n: int) -> WindowPlan | None:
-    """Output split in n blocks: block i computes outputs [i*m, (i+1)*m)."""
+    """Output split in n blocks: block i computes outputs [i*m, (i+1)*m)
+    (m = ceil(outputs / n): the last blocks' extra outputs are padding)."""
     out = w.out_size
-    if n <= 1 or out % n:
+    if n <= 1 or out < 1:
         return None
-    m = out // n
+    m = -(-out // n)
     length = (m - 1) * w.stride + (w.window - 1) * w.dilation + 1
     return plan_window(w.size, n, m * w.stride, length, w.low, w.base)
 
@@ -176,7 +185,7 @@ def plan_exchange(plan: WindowPlan) -> Exchange:
         for j in range(lo // block, (hi - 1) // block + 1):
             piece = (max(lo, j * block), min(hi, (j + 1) * block))
             pieces.setdefault(j - i, {})[i] = piece
-    uniform = plan.step == block
+    uniform = plan.linear and plan.step == block
     rounds = []
     margin = max(
         (max(b - a for a, b in by_target.values()) for by_target in pieces.values()),

@@ -32,7 +32,21 @@ def replicated(rank: int) -> Layout:
 def local_shape(
     shape: Sequence[int], layout: Layout, mesh: MeshModel
 ) -> tuple[int, ...]:
-    return tuple(n // span(axes, mesh) for n, axes in zip(shape, layout, strict=True))
+    """Each device's block: ceil(size / ways) along a split dim (a dim its
+    axes do not divide is padded at the end; the padding holds garbage until
+    an op that reads it masks it)."""
+    return tuple(
+        -(-n // span(axes, mesh)) for n, axes in zip(shape, layout, strict=True)
+    )
+
+
+def uneven_dims(shape: Sequence[int], layout: Layout, mesh: MeshModel) -> list[int]:
+    """Dims whose axes do not divide them (their last blocks are padded)."""
+    return [
+        d
+        for d, (n, axes) in enumerate(zip(shape, layout, strict=True))
+        if n % span(axes, mesh)
+    ]
 
 
 def axis_text(axis: AxisRef) -> str:
@@ -69,15 +83,19 @@ def split_to_factors(
     layout: Layout,
     rule: ShardingRule,
     mesh: MeshModel,
+    uneven: frozenset[int] = frozenset(),
 ) -> dict[int, list[AxisRef]]:
     """A tensor's dim axes assigned to the dim's factors, major factor first; an
-    axis that does not fit whole into the current factor ends the assignment."""
+    axis that does not fit whole into the current factor ends the assignment
+    (factors in `uneven` take axes that do not divide them)."""
     out: dict[int, list[AxisRef]] = {}
     for dim_factors, axes in zip(tensor, layout, strict=False):
         pending = list(axes)
         for f in dim_factors:
             chosen: list[AxisRef] = []
-            while pending and rule.sizes[f] % span([*chosen, pending[0]], mesh) == 0:
+            while pending and (
+                f in uneven or rule.sizes[f] % span([*chosen, pending[0]], mesh) == 0
+            ):
                 chosen.append(pending.pop(0))
             out[f] = chosen
             if span(chosen, mesh) != rule.sizes[f]:

@@ -11,7 +11,7 @@ from meshjit.compiler.graph import Graph, Node
 from meshjit.compiler.op_info import combiner as _combiner
 from meshjit.compiler.op_info import op_info
 from meshjit.dialects.reshard import DimAxes, Layout
-from meshjit.dialects.rules import ShardingRule
+from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.dialects.stablehlo_rules import RULES
 from meshjit.passes.partitioner.builder import Ty, Val
 from meshjit.passes.partitioner.context import PartitionCtx
@@ -21,7 +21,7 @@ from meshjit.passes.partitioner.factors import (
     operand_layouts,
     partial_axes,
 )
-from meshjit.passes.partitioner.layouts import project, replicated
+from meshjit.passes.partitioner.layouts import project, replicated, span
 
 
 @dataclass(slots=True)
@@ -93,6 +93,28 @@ def prepare(
         ctx.op_attrs(node),
         whole,
     )
+
+
+def mask_uneven(
+    ctx: PartitionCtx, node: Node, lop: LocalOp, fills: Sequence[Val | None]
+) -> None:
+    """Before a reduction over a dim split unevenly (blocks padded at the
+    end), the padding of every operand along it is set to `fills[k]` (the
+    reduction's identity: 0 for a dot, the init value for a reduce)."""
+    rule = lop.rule
+    for f in range(rule.num_factors):
+        axes = lop.factors[f]
+        if not axes or rule.kind(f) is not FactorKind.REDUCTION:
+            continue
+        if rule.sizes[f] % span(axes, ctx.mesh) == 0:
+            continue
+        for k, tensor in enumerate(rule.operands):
+            fill = fills[k] if k < len(fills) else None
+            for d, dim_factors in enumerate(tensor):
+                if f in dim_factors and fill is not None:
+                    lop.operands[k] = ctx.mask_beyond(
+                        lop.operands[k], d, lop.wants[k][d], rule.sizes[f], fill
+                    )
 
 
 def finish(ctx: PartitionCtx, node: Node, lop: LocalOp, outs: Sequence[Val]) -> None:

@@ -252,6 +252,11 @@ def partition_module_text(
     return "\n".join(lines) + "\n", report
 
 
+_USER_LAYOUT_OPS = frozenset(
+    {"sdy.sharding_constraint", "sdy.reshard", "sdy.propagation_barrier"}
+)
+
+
 def _aim_at_results(
     graph: Graph,
     ctx: PartitionCtx,
@@ -273,10 +278,12 @@ def _aim_at_results(
             continue
         if any(n % span(a, ctx.mesh) for n, a in zip(v.shape, lay, strict=True)):
             continue
-        ctx.layouts[vid] = lay
         if v.owner < 0:
             continue
         node = graph.node(v.owner)
+        if node.op in _USER_LAYOUT_OPS:
+            continue  # the program's own constraint: its layout is asked for
+        ctx.layouts[vid] = lay
         if node.op == "stablehlo.transpose" and len(node.operands) == 1:
             perm = node.attrs.get("permutation")
             if isinstance(perm, tuple):
@@ -294,26 +301,26 @@ def _aim_at_results(
 
 
 def _check_divisible(graph: Graph, ctx: PartitionCtx) -> None:
-    """A value whose sharding does not divide its shape is kept replicated (and
-    said so); an argument or result of @main is an error."""
-    interface = set(_entry_function(graph).regions[0][0].args)
-    for vid, layout in list(ctx.layouts.items()):
+    """An argument or result of the entry function whose sharding does not
+    divide its shape is an error (jax's rule for in/out shardings); inside,
+    such a value is split in padded blocks."""
+    entry = _entry_function(graph)
+    interface = set(entry.regions[0][0].args)
+    for vid in interface:
+        layout = ctx.layouts.get(vid)
         v = graph.value(vid)
-        if v.shape is None:
+        if layout is None or v.shape is None:
             continue
         for d, (size, axes) in enumerate(zip(v.shape, layout, strict=False)):
             ways = span(axes, ctx.mesh)
             if size % ways == 0:
                 continue
-            message = (
-                f"dim {d} of value {v.type} has size {size}, not divisible by "
-                f"{ways} (axes {', '.join(axis_text(a) for a in axes)})"
+            raise PartitionFailure(
+                v.loc,
+                f"cannot partition: dim {d} of value {v.type} has size {size}, "
+                f"not divisible by {ways} (axes "
+                f"{', '.join(axis_text(a) for a in axes)})",
             )
-            if vid in interface:
-                raise PartitionFailure(v.loc, f"cannot partition: {message}")
-            ctx.remark(v.loc, f"{message}; kept replicated")
-            ctx.layouts[vid] = replicated(len(v.shape))
-            break
 
 
 _SPECIAL = {

@@ -20,6 +20,7 @@ from meshjit.passes.partitioner.layouts import span
 from meshjit.passes.partitioner.local import (
     emit,
     finish,
+    mask_uneven,
     prepare,
     rule_of,
     run_replicated,
@@ -36,7 +37,9 @@ def reduce(node: Node, ctx: PartitionCtx) -> None:
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
-    lop = prepare(ctx, node, rule, FactorLimits(reductions=True))
+    lop = prepare(ctx, node, rule, FactorLimits(reductions=True, uneven=True))
+    count = len(node.results)
+    mask_uneven(ctx, node, lop, lop.operands[count:])
     single = (
         len(node.results) == 1 and _combiner(ctx.graph, node) in REDUCIBLE_COMBINERS
     )

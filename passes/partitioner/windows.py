@@ -35,7 +35,6 @@ from meshjit.passes.partitioner.halo import (
     choose_exchange,
     output_parallel,
     plan_exchange,
-    plan_window,
 )
 from meshjit.passes.partitioner.layouts import span
 from meshjit.passes.partitioner.local import (
@@ -120,8 +119,20 @@ def gather_window(
         )
     ex = plan_exchange(plan)
     if ex.uniform:
-        return _window_by_pieces(ctx, x, dim, axes, plan, ex, pad, why)
-    return _window_into_buffer(ctx, x, dim, axes, plan, ex, pad, why)
+        window = _window_by_pieces(ctx, x, dim, axes, plan, ex, pad, why)
+    else:
+        window = _window_into_buffer(ctx, x, dim, axes, plan, ex, pad, why)
+    # Past the end of the input a window holds zeros (nothing received) or
+    # the garbage of an uneven split's last block: set it to the padding.
+    uneven = plan.size % plan.n != 0
+    if plan.reaches_outside and (pad is not None or uneven):
+        fill = (
+            pad
+            if pad is not None
+            else ctx.b.splat(Ty((), x.ty.dtype), zero_text(x.ty.dtype))
+        )
+        window = _mask_outside(ctx, window, dim, axes, plan, fill)
+    return window
 
 
 def whole_where_gathered(
@@ -234,7 +245,8 @@ def _window_by_pieces(
     why: Why,
 ) -> Val:
     """Static pieces concatenated: the classic halo exchange. Blocks whose
-    window reaches outside the value receive zeros there, masked to `pad`."""
+    window reaches outside the value receive zeros there (the caller masks
+    them to the padding value)."""
     b = ctx.b
     parts = []
     covered = 0  # window positions the parts so far cover
@@ -251,10 +263,7 @@ def _window_by_pieces(
         covered = r.dst[target] + r.length
     if covered < plan.length:
         parts.append(_filled(ctx, x, dim, plan.length - covered, pad))
-    window = b.concatenate(parts, dim)
-    if pad is None or not plan.reaches_outside:
-        return window
-    return _mask_outside(ctx, window, dim, axes, plan, pad)
+    return b.concatenate(parts, dim)
 
 
 def _mask_outside(
@@ -263,9 +272,7 @@ def _mask_outside(
     """Positions of the window outside [0, size) set to `pad`."""
     b = ctx.b
     index_ty = window.ty.with_dtype("i32")
-    first = b.binary(
-        "stablehlo.add", ctx.dim_offset(axes, plan.step), ctx.const_i32(plan.start)
-    )
+    first = window_start(ctx, axes, plan)
     position = b.binary(
         "stablehlo.add", b.iota(index_ty, dim), b.broadcast(first, index_ty)
     )
@@ -337,8 +344,9 @@ def _cut_window(
     where windows reach outside it, then sliced at the device's offset."""
     b = ctx.b
     shape = list(full.ty.shape or ())
-    low = max(0, -plan.start)
-    high = max(0, plan.first(plan.n - 1) + plan.length - plan.size)
+    firsts = [plan.first(i) for i in range(plan.n)]
+    low = max(0, -min(firsts))
+    high = max(0, max(firsts) + plan.length - full_size(full, dim))
     if low or high:
         lows = [low if d == dim else 0 for d in range(len(shape))]
         highs = [high if d == dim else 0 for d in range(len(shape))]
@@ -346,15 +354,27 @@ def _cut_window(
         value = pad if pad is not None else b.splat(Ty((), dtype), zero_text(dtype))
         full = b.pad(full, value, lows, highs)
     offset = b.binary(
-        "stablehlo.add",
-        ctx.dim_offset(axes, plan.step),
-        ctx.const_i32(plan.start + low),
+        "stablehlo.add", window_start(ctx, axes, plan), ctx.const_i32(low)
     )
     zero = ctx.const_i32(0)
     starts = [offset if d == dim else zero for d in range(len(shape))]
     sizes = list(shape)
     sizes[dim] = plan.length
     return b.dynamic_slice(full, starts, sizes)
+
+
+def full_size(x: Val, dim: int) -> int:
+    return (x.ty.shape or ())[dim]
+
+
+def window_start(ctx: PartitionCtx, axes: DimAxes, plan: WindowPlan) -> Val:
+    """Where this device's window starts in the input (a scalar)."""
+    if plan.linear:
+        return ctx.b.binary(
+            "stablehlo.add", ctx.dim_offset(axes, plan.step), ctx.const_i32(plan.start)
+        )
+    blocks = _block_of_position(ctx, axes)
+    return ctx.per_position([plan.first(i) for i in blocks])
 
 
 # -- reduce_window and pad -------------------------------------------------------
@@ -603,31 +623,40 @@ def pad(node: Node, ctx: PartitionCtx) -> None:
 class _ScatterWindow:
     """A select_and_scatter dim split in blocks: block i takes every window
     that touches its block of the operand (the source's values for them and
-    the operand they read), scatters locally and keeps its own block."""
+    the operand they read), scatters locally and keeps its own block, which
+    starts `skips[i]` into its operand window."""
 
     dim: int
     operand: WindowPlan
     source: WindowPlan
-    skip: int  # where the block starts in its operand window
+    skips: tuple[int, ...]
 
 
 def _scatter_window(
     size: int, window: int, stride: int, out: int, n: int
-) -> _ScatterWindow | None:
-    if n <= 1 or size % n or out % n:
+) -> tuple[WindowPlan, WindowPlan, tuple[int, ...]] | None:
+    """Per block of the operand (ceil(size / n) elements): its first window
+    and how many windows every block takes (the most any block touches, and
+    enough to cover the block); windows past the source's end get source 0."""
+    if n <= 1:
         return None
-    block = size // n
-    if block % stride or block // stride != out // n:
+    block = -(-size // n)
+    firsts = []
+    count = 1
+    for i in range(n):
+        lo = max(0, -(-(i * block - window + 1) // stride))
+        hi = min(out - 1, ((i + 1) * block - 1) // stride)
+        firsts.append(min(lo, max(hi, 0)))
+        count = max(count, hi - lo + 1)
+    skips = tuple(i * block - f * stride for i, f in enumerate(firsts))
+    if min(skips) < 0:
         return None
-    first = -((window - 1) // stride)  # ceil((1 - window) / stride)
-    last = (block - 1) // stride
-    count = last - first + 1
+    while (count - 1) * stride + window < max(skips) + block:
+        count += 1  # windows past the block's last one cover its tail
     length = (count - 1) * stride + window
-    operand = plan_window(size, n, block, length, -first * stride, 1)
-    source = plan_window(out, n, block // stride, count, -first, 1)
-    if operand is None or source is None:
-        return None
-    return _ScatterWindow(-1, operand, source, -first * stride)
+    operand = WindowPlan(size, n, 0, 0, length, 0, 0, tuple(f * stride for f in firsts))
+    source = WindowPlan(out, n, 0, 0, count, 0, 0, tuple(firsts))
+    return operand, source, skips
 
 
 def _select_fill(ctx: PartitionCtx, node: Node, dtype: str) -> str | None:
@@ -682,19 +711,19 @@ def select_and_scatter(node: Node, ctx: PartitionCtx) -> None:
             windowed[f] = d
     # The rule gives the source its own factor on a windowed dim: the split
     # is planned here, on the operand's factor, for all three tensors.
-    limits = FactorLimits(movable=frozenset(windowed))
+    limits = FactorLimits(movable=frozenset(windowed), uneven=True)
     factors = choose_factors(ctx, node, rule, limits)
     plans: dict[int, _ScatterWindow] = {}
     for f, d in windowed.items():
         if not factors[f]:
             continue
-        plan = _scatter_window(
+        found = _scatter_window(
             shape[d], window[d], strides[d], source[d], span(factors[f], ctx.mesh)
         )
-        if plan is None:
+        if found is None:
             factors[f] = ()
             continue
-        plans[f] = _ScatterWindow(d, plan.operand, plan.source, plan.skip)
+        plans[f] = _ScatterWindow(d, *found)
         for g in rule.operands[1][d]:
             factors[g] = factors[f]
     lop = prepare(ctx, node, rule, limits, factors)
@@ -714,8 +743,18 @@ def select_and_scatter(node: Node, ctx: PartitionCtx) -> None:
         )
     regions = [ctx.verbatim_region(r[0]) for r in node.regions]
     out = b.op1(node.op, lop.operands, lop.operands[0].ty, lop.attrs, regions)
-    for sw in plans.values():
-        out = b.slice_dim(out, sw.dim, sw.skip, (lop.results[0].shape or ())[sw.dim])
+    for f, sw in plans.items():
+        own = (lop.results[0].shape or ())[sw.dim]
+        if len(set(sw.skips)) == 1:
+            out = b.slice_dim(out, sw.dim, sw.skips[0], own)
+            continue
+        blocks = _block_of_position(ctx, lop.factors[f])
+        skip = ctx.per_position([sw.skips[i] for i in blocks])
+        zero_i = ctx.const_i32(0)
+        starts = [skip if e == sw.dim else zero_i for e in range(len(shape))]
+        sizes = list(out.ty.shape or ())
+        sizes[sw.dim] = own
+        out = b.dynamic_slice(out, starts, sizes)
     finish(ctx, node, lop, [out])
 
 

@@ -186,8 +186,12 @@ class _Builder:
         shape: tuple[int, ...] | None,
         what: str,
         loc: SourceLoc,
+        uneven: bool = False,
     ) -> Sh | None:
-        """Validates a user sharding; reports an error and returns None if bad."""
+        """Validates a user sharding; reports an error and returns None if bad.
+        `uneven`: a dim its axes do not divide is allowed (inside a function:
+        the partitioner pads it; at the entry function's boundary jax's rule
+        holds, sharded dims divide)."""
         sizes = self.meshes.get(ts.mesh_name)
         if sizes is None:
             known = ", ".join("@" + m for m in self.meshes) or "none"
@@ -202,21 +206,27 @@ class _Builder:
 
         mesh = MeshModel.of(*((n, s) for n, s in sizes.items()))
         try:
-            ts.validate(mesh, shape, what=what)
+            ts.validate(mesh, shape, what=what, allow_uneven=uneven)
         except ShardingError as err:
             self.diags.error(loc, str(err))
             return None
         return to_sh(ts, sizes)
 
     def user_sharding(
-        self, text: str, shape: tuple[int, ...], what: str, loc: SourceLoc, slot: int
+        self,
+        text: str,
+        shape: tuple[int, ...],
+        what: str,
+        loc: SourceLoc,
+        slot: int,
+        uneven: bool = False,
     ) -> None:
         try:
             ts = parse_sharding(text)
         except ShardingError as err:
             self.diags.error(loc, f"bad sharding on {what}: {err}")
             return
-        self.set_initial(ts, shape, what, loc, slot)
+        self.set_initial(ts, shape, what, loc, slot, uneven)
 
     def set_initial(
         self,
@@ -225,8 +235,9 @@ class _Builder:
         what: str,
         loc: SourceLoc,
         slot: int,
+        uneven: bool = False,
     ) -> None:
-        sh = self.sharding(ts, shape, what, loc)
+        sh = self.sharding(ts, shape, what, loc, uneven)
         if sh is None:
             return
         p = self.problem
@@ -582,7 +593,9 @@ class _Builder:
             return
         for k, (ts, slot) in enumerate(zip(shardings, results, strict=True)):
             what = f"result {k} of {node.op}"
-            self.set_initial(ts, self.problem.shapes[slot], what, node.loc, slot)
+            self.set_initial(
+                ts, self.problem.shapes[slot], what, node.loc, slot, uneven=True
+            )
 
     # -- special ops ----------------------------------------------------------
 
@@ -592,7 +605,7 @@ class _Builder:
             return
         what = f"sdy.sharding_constraint at {node.loc}"
         self.user_sharding(
-            text, self.problem.shapes[results[0]], what, node.loc, results[0]
+            text, self.problem.shapes[results[0]], what, node.loc, results[0], True
         )
         src = operands[0]
         vid = node.operands[0]
@@ -646,7 +659,7 @@ class _Builder:
         if text is not None:
             what = f"sdy.reshard at {node.loc}"
             self.user_sharding(
-                text, self.problem.shapes[results[0]], what, node.loc, results[0]
+                text, self.problem.shapes[results[0]], what, node.loc, results[0], True
             )
 
     def barrier(self, node: Node, operands: list[int], results: list[int]) -> None:

@@ -38,13 +38,6 @@ func.func @non_divisible_result(%a: tensor<8x6xf32>) -> (tensor<8x6xf32> {sdy.sh
 }
 // -----
 sdy.mesh @mesh = <["x"=2, "y"=4]>
-func.func @non_divisible_constraint(%a: tensor<8x6xf32>) -> tensor<8x6xf32> {
-  // CHECK: [[# @LINE + 1]]:8: error: cannot shard dim 1 of sdy.sharding_constraint at {{.*}} dim 1 has size 6, which is not divisible by 4
-  %0 = sdy.sharding_constraint %a <@mesh, [{}, {"y"}]> : tensor<8x6xf32>
-  return %0 : tensor<8x6xf32>
-}
-// -----
-sdy.mesh @mesh = <["x"=2, "y"=4]>
 // CHECK: [[# @LINE + 1]]:1: error: cannot express mhlo.sharding '{devices=[3,1]<=[3]}' on argument 0 of @gspmd_not_on_mesh over mesh @mesh
 func.func @gspmd_not_on_mesh(%a: tensor<6x16xf32> {mhlo.sharding = "{devices=[3,1]<=[3]}"}) -> tensor<6x16xf32> {
   return %a : tensor<6x16xf32>

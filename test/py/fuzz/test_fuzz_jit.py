@@ -101,7 +101,11 @@ def test_uneven_in_sharding_raises_naming_the_argument(
 
 @settings(FAST, max_examples=20)
 @given(programs(max_ops=2), st.data())
-def test_uneven_constraint_raises(prog: Program, data: st.DataObject) -> None:
+def test_uneven_constraint_matches_unsharded(
+    prog: Program, data: st.DataObject
+) -> None:
+    """A constraint whose axes do not divide a dim: padded blocks, the same
+    answer as the unsharded program."""
     sizes = prog.sizes
     last = prog.values[prog.outputs[0]]
     options = [
@@ -118,9 +122,7 @@ def test_uneven_constraint_raises(prog: Program, data: st.DataObject) -> None:
         f"v{prog.outputs[0]} = meshjit.with_sharding_constraint("
         f"v{prog.outputs[0]}, NamedSharding(MESH, {spec_text(tuple(spec))}))"
     )
-    mesh = prog.mesh()
-    with pytest.raises(meshjit.ShardingError, match="with_sharding_constraint"):
-        jitted(prog, mesh)(*place_args(prog, mesh))
+    check(prog)
 
 
 # ----------------------------------------------------------------------------
@@ -146,7 +148,6 @@ class _Stats:
         self.values = self.identical = self.structure = 0
         self.differ = self.more_bytes = self.fewer_bytes = 0
         self.more_examples: list[str] = []
-        self.uneven_warnings = 0
         self.start = time.perf_counter()
 
     def dump(self, path: str | None) -> None:
@@ -159,7 +160,6 @@ class _Stats:
             "cases_per_second": round(self.cases / max(elapsed, 1e-9), 3),
             "failures": dict(self.failures),
             "examples": self.examples,
-            "uneven_warnings": self.uneven_warnings,
             "shardy": {
                 "values": self.values,
                 "identical": self.identical,
@@ -193,7 +193,7 @@ def test_long_profile() -> None:
     def one(prog: Program) -> None:
         stats.cases += 1
         try:
-            stats.uneven_warnings += check(prog).uneven_warnings
+            check(prog)
             if stats.cases % SHARDY_EVERY == 0:
                 found = compare_with_shardy(prog)
                 stats.values += found.values

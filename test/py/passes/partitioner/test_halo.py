@@ -20,6 +20,7 @@ from meshjit.passes.partitioner.halo import (
 )
 
 PAD = -1.0  # the padding value in simulations (inputs are >= 0)
+GARBAGE = -7.0  # what the padding of an uneven split's last blocks holds
 
 
 def _dilate_pad(x: np.ndarray, low: int, high: int, base: int) -> np.ndarray:
@@ -48,9 +49,18 @@ def _windows(
 
 
 def _build_window(x: np.ndarray, plan: WindowPlan, ex: Exchange, i: int) -> np.ndarray:
-    """Block i's window as the exchange builds it from the blocks of x."""
+    """Block i's window as the exchange builds it from the blocks of x (the
+    last blocks padded with garbage when the split is uneven); positions
+    outside x are then masked to PAD, as the partitioner does."""
+    got = _raw_window(x, plan, ex, i)
+    position = plan.first(i) + np.arange(plan.length)
+    return np.where((position >= 0) & (position < plan.size), got, PAD)
+
+
+def _raw_window(x: np.ndarray, plan: WindowPlan, ex: Exchange, i: int) -> np.ndarray:
     block = plan.block
-    blocks = [x[j * block : (j + 1) * block] for j in range(plan.n)]
+    padded = np.concatenate([x, np.full(block * plan.n - len(x), GARBAGE)])
+    blocks = [padded[j * block : (j + 1) * block] for j in range(plan.n)]
     if ex.uniform:
         parts = []
         covered = 0
@@ -86,15 +96,15 @@ def _check_output_parallel(w: Window, n: int) -> bool:
     x = np.arange(w.size, dtype=float) + 1.0
     want = _windows(x, w.window, w.stride, w.low, w.high, w.base, w.dilation)
     ex = plan_exchange(plan)
-    m = w.out_size // n
+    m = -(-w.out_size // n)
     for i in range(n):
         local = _build_window(x, plan, ex, i)
         got = _windows(
             local, w.window, w.stride, plan.low, plan.high, w.base, w.dilation
         )
-        np.testing.assert_array_equal(
-            got, want[i * m : (i + 1) * m], err_msg=f"block {i}"
-        )
+        assert len(got) == m
+        valid = want[i * m : (i + 1) * m]  # the last blocks' extras are padding
+        np.testing.assert_array_equal(got[: len(valid)], valid, err_msg=f"block {i}")
     return True
 
 
@@ -181,6 +191,55 @@ def test_filter_gradient_window_split() -> None:
 
 
 def test_refusals() -> None:
-    assert plan_window(10, 4, 2, 3, 0, 1) is None  # 10 does not split in 4
     assert plan_window(16, 4, 3, 3, 0, 2) is None  # dilation 2 does not divide 3
-    assert output_parallel(Window(16, 3, 1, 1, 1), 3) is None  # 16 outputs / 3
+    assert output_parallel(Window(16, 3, 1, 1, 1), 1) is None  # nothing to split
+
+
+@pytest.mark.parametrize("n", [3, 5, 8])
+@pytest.mark.parametrize(
+    "w",
+    [Window(13, 3, 1, 1, 1), Window(65, 3, 2, 0, 0), Window(10, 1, 1, 0, 1)],
+    ids=str,
+)
+def test_uneven_splits_pad_the_last_blocks(w: Window, n: int) -> None:
+    assert _check_output_parallel(w, n)
+
+
+def _select_and_scatter(
+    x: np.ndarray, src: np.ndarray, window: int, stride: int
+) -> np.ndarray:
+    """Max-select (first maximum), add-scatter, no padding, init 0."""
+    out = np.zeros_like(x)
+    for w, value in enumerate(src):
+        part = x[w * stride : w * stride + window]
+        out[w * stride + int(np.argmax(part))] += value
+    return out
+
+
+@pytest.mark.parametrize(
+    ("size", "window", "stride"), [(65, 3, 2), (64, 2, 2), (33, 3, 1), (40, 4, 3)]
+)
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_select_and_scatter_blocks_take_every_window_touching_them(
+    size: int, window: int, stride: int, n: int
+) -> None:
+    from meshjit.passes.partitioner.windows import _scatter_window
+
+    out = (size - window) // stride + 1
+    rng = np.random.default_rng(size + n)
+    x = rng.permutation(size).astype(float) + 1.0  # no ties
+    src = rng.integers(1, 9, out).astype(float)
+    want = _select_and_scatter(x, src, window, stride)
+    found = _scatter_window(size, window, stride, out, n)
+    assert found is not None
+    operand, source, skips = found
+    block = operand.block
+    for i in range(n):
+        data = _build_window(x, operand, plan_exchange(operand), i)
+        data = np.where(data == PAD, -np.inf, data)  # never selected
+        values = _build_window(src, source, plan_exchange(source), i)
+        values = np.where(values == PAD, 0.0, values)  # windows that do not exist
+        local = _select_and_scatter(data, values, window, stride)
+        mine = local[skips[i] : skips[i] + block]
+        valid = want[i * block : (i + 1) * block]
+        np.testing.assert_array_equal(mine[: len(valid)], valid, err_msg=f"block {i}")

@@ -1,0 +1,39 @@
+// A dim its axes do not divide (here 6 over 4, or 10 over 4 in a constraint)
+// is split in blocks of ceil(size / ways); the last blocks are padded. Ops
+// that read the padding mask it first; reshards of such a dim gather it
+// whole and slice it again.
+// RUN: %opt %s -p partition --split-input-file | filecheck %s
+
+sdy.mesh @mesh = <["x"=4]>
+// The replicated argument is padded to 4 blocks of 2 before each device
+// slices its block; the sum masks the padding with the reduction's init (0)
+// and finishes with an all-reduce.
+// CHECK-LABEL: func.func public @uneven_constraint_then_sum
+// CHECK: %[[PADDED:.*]] = stablehlo.pad %arg1, %{{.*}}, low = [0], high = [2], interior = [0] : (tensor<6xf32>, tensor<f32>) -> tensor<8xf32>
+// CHECK: %[[BLOCK:.*]] = stablehlo.dynamic_slice %[[PADDED]], %{{.*}}, sizes = [2] : (tensor<8xf32>, tensor<i32>) -> tensor<2xf32>
+// CHECK: %[[ABS:.*]] = stablehlo.abs %[[BLOCK]] : tensor<2xf32>
+// CHECK: %[[POS:.*]] = stablehlo.add %{{.*}}, %{{.*}} : tensor<2xi32>
+// CHECK: %[[IN:.*]] = stablehlo.compare LT, %[[POS]], %{{.*}} : (tensor<2xi32>, tensor<2xi32>) -> tensor<2xi1>
+// CHECK: %[[MASKED:.*]] = stablehlo.select %[[IN]], %[[ABS]], %{{.*}} : tensor<2xi1>, tensor<2xf32>
+// CHECK: stablehlo.reduce(%[[MASKED]] init: %{{.*}}) applies stablehlo.add across dimensions = [0] : (tensor<2xf32>, tensor<f32>) -> tensor<f32>
+// CHECK: "stablehlo.all_reduce"
+func.func public @uneven_constraint_then_sum(%a: tensor<6xf32>) -> tensor<f32> {
+  %0 = sdy.sharding_constraint %a <@mesh, [{"x"}]> : tensor<6xf32>
+  %1 = stablehlo.abs %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}]>]>} : tensor<6xf32>
+  %cst = stablehlo.constant dense<0.0> : tensor<f32>
+  %2 = stablehlo.reduce(%1 init: %cst) applies stablehlo.add across dimensions = [0] : (tensor<6xf32>, tensor<f32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// Back to replicated: the blocks are gathered (8 rows) and the padding cut.
+// CHECK-LABEL: func.func public @uneven_value_gathered_whole
+// CHECK: %[[G:.*]] = "stablehlo.all_gather"(%{{.*}}) <{all_gather_dim = 0 : i64{{.*}}}> : (tensor<3x4xf32>) -> tensor<12x4xf32>
+// CHECK: stablehlo.slice %[[G]] [0:10, 0:4] : (tensor<12x4xf32>) -> tensor<10x4xf32>
+func.func public @uneven_value_gathered_whole(%a: tensor<10x4xf32>) -> tensor<10x4xf32> {
+  %0 = sdy.sharding_constraint %a <@mesh, [{"x"}, {}]> : tensor<10x4xf32>
+  %1 = stablehlo.exponential %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<10x4xf32>
+  %2 = stablehlo.add %1, %a {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : tensor<10x4xf32>
+  return %2 : tensor<10x4xf32>
+}

@@ -1,0 +1,109 @@
+"""Dims their axes do not divide (10 rows over 4 devices, a vocabulary of
+1001 over 8): split in blocks of ceil(size / ways), the last ones padded;
+reductions, contractions, scans and windows mask the padding. Against one
+device, 8 CPU devices."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import meshjit
+
+MESH8 = Mesh(np.array(jax.devices()[:8]), ("x",))
+MESH24 = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
+
+
+def constrained(mesh: Mesh, spec: P) -> Callable[[jax.Array], jax.Array]:
+    return lambda v: meshjit.with_sharding_constraint(v, NamedSharding(mesh, spec))
+
+
+def check(fn: Callable[..., Any], *args: np.ndarray) -> meshjit.Compiled:
+    compiled = meshjit.jit(fn).lower(*args).compile()
+    got = jax.tree.leaves(compiled(*args))
+    want = jax.tree.leaves(jax.jit(fn)(*args))
+    for g, w in zip(got, want, strict=True):
+        w = np.asarray(w)
+        if w.dtype.kind in "iub":
+            np.testing.assert_array_equal(np.asarray(g), w)
+        else:
+            scale = max(1.0, float(np.abs(w).max()))
+            np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-6 * scale)
+    return compiled
+
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+SPLIT10 = constrained(MESH24, P("y"))  # 10 rows over 4 devices: blocks of 3
+
+OPS = {
+    "elementwise": lambda x: jnp.tanh(SPLIT10(x)) * 2,
+    "sum_rows": lambda x: SPLIT10(x).sum(0),
+    "max_rows": lambda x: SPLIT10(x - 3).max(0),
+    "min_rows": lambda x: SPLIT10(x + 3).min(0),
+    "argmax_rows": lambda x: jnp.argmax(SPLIT10(x), axis=0),
+    "mean_all": lambda x: SPLIT10(x).mean(),
+    "dot_contracting": lambda x: SPLIT10(x).T @ SPLIT10(x),
+    "dot_batch": lambda x: SPLIT10(x) @ jnp.ones((16, 5), jnp.float32),
+    "cumsum": lambda x: jnp.cumsum(SPLIT10(x), axis=0),
+    "cumsum_reverse": lambda x: jax.lax.cumsum(SPLIT10(x), axis=0, reverse=True),
+    "sort": lambda x: jnp.sort(SPLIT10(x), axis=0),
+    "transpose_sum": lambda x: SPLIT10(x).T.sum(1),
+    "broadcast": lambda x: SPLIT10(x)[:, None, :] * jnp.ones((1, 3, 1)),
+    "slice": lambda x: SPLIT10(x)[2:9],
+    "pad": lambda x: jnp.pad(SPLIT10(x), ((1, 2), (0, 0))),
+    "concat": lambda x: jnp.concatenate([SPLIT10(x), x[:3]]),
+    "reverse": lambda x: jnp.flip(SPLIT10(x), 0),
+    "softmax": lambda x: jax.nn.softmax(SPLIT10(x), axis=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_ops_on_ten_rows_over_four_devices(name: str) -> None:
+    check(OPS[name], rand(10, 16))
+
+
+def test_uneven_vocabulary_cross_entropy() -> None:
+    """Logits over a vocabulary of 1001 split over 8 devices (blocks of 126,
+    the last one with 119 rows and 7 of padding)."""
+    vocab = 1001
+    split = constrained(MESH8, P(None, "x"))
+
+    def loss(x: jax.Array, w: jax.Array, labels: jax.Array) -> jax.Array:
+        logits = x @ split(w)
+        logp = jax.nn.log_softmax(logits, axis=-1)
+        return -jnp.take_along_axis(logp, labels[:, None], axis=-1).mean()
+
+    labels = np.random.default_rng(1).integers(0, vocab, 32).astype(np.int32)
+    args = (rand(32, 64), rand(64, vocab, seed=2) * 0.1, labels)
+    check(loss, *args)
+    check(jax.grad(loss, argnums=1), *args)
+
+
+def test_uneven_windows_conv_and_pool() -> None:
+    """A height of 13 over 4 devices through a SAME conv and a max pool."""
+    split = constrained(MESH24, P(None, "y"))
+
+    def f(x: jax.Array, k: jax.Array) -> jax.Array:
+        y = jax.lax.conv_general_dilated(
+            split(x), k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        )
+        return jax.lax.reduce_window(
+            y, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME"
+        )
+
+    check(f, rand(2, 13, 8, 4), rand(3, 3, 4, 8, seed=1))
+    check(
+        jax.grad(lambda x, k: (f(x, k) ** 2).sum()),
+        rand(2, 13, 8, 4),
+        rand(3, 3, 4, 8, seed=1),
+    )
