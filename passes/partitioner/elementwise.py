@@ -4,7 +4,8 @@ get their local form; sharding annotations only reshard."""
 
 from __future__ import annotations
 
-from meshjit.compiler.graph import DenseElements, Node
+from meshjit.compiler.graph import DenseElements, Node, Opaque
+from meshjit.dialects.rules import ShardingRule
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import FactorLimits
 from meshjit.passes.partitioner.layouts import is_elementwise, replicated
@@ -16,10 +17,13 @@ from meshjit.passes.partitioner.report import PartitionFailure
 LOCAL_BY_TYPE = frozenset(
     {
         "stablehlo.broadcast_in_dim",
+        "stablehlo.cholesky",
+        "stablehlo.fft",
         "stablehlo.optimization_barrier",
         "stablehlo.reshape",
         "stablehlo.sort",
         "stablehlo.transpose",
+        "stablehlo.triangular_solve",
     }
 )
 
@@ -37,6 +41,21 @@ def by_rule(node: Node, ctx: PartitionCtx) -> None:
         run_replicated(ctx, node, "not partitioned yet")
         return
     emit(ctx, node, prepare(ctx, node, rule, FactorLimits(uneven=True)))
+
+
+def custom_call(node: Node, ctx: PartitionCtx) -> None:
+    """A custom call with a sharding rule (its own `sdy.sharding_rule`, as
+    JAX writes on LAPACK calls, or the rule table's for its target) runs on
+    local blocks of the dims that rule lets split (batch dims); a target with
+    no rule runs replicated."""
+    own = node.attrs.get("sdy.sharding_rule")
+    rule = (
+        ShardingRule.parse(own.text) if isinstance(own, Opaque) else rule_of(ctx, node)
+    )
+    if rule is None:
+        run_replicated(ctx, node, "no sharding rule for its target")
+        return
+    emit(ctx, node, prepare(ctx, node, rule, FactorLimits()))
 
 
 def user_all_reduce(node: Node, ctx: PartitionCtx) -> None:

@@ -46,9 +46,13 @@ class LocalOp:
 
 
 def rule_of(ctx: PartitionCtx, node: Node) -> ShardingRule | None:
-    """The op's sharding rule from the table, or None when it has none."""
+    """The op's sharding rule from the table, or None when it has none (an
+    op or custom-call target the table does not know)."""
     info = op_info(ctx.graph, node)
-    return RULES.lookup(info).rule if info is not None else None
+    if info is None:
+        return None
+    found = RULES.lookup(info)
+    return None if found.warning else found.rule
 
 
 def prepare(

@@ -338,6 +338,7 @@ _SPECIAL = {
     "sdy.sharding_constraint": "yes (reshard)",
     "stablehlo.case": "yes (branches partitioned)",
     "stablehlo.constant": "yes (splat: local; else sliced)",
+    "stablehlo.custom_call": "with its own rule (LAPACK): batch dims; else replicated",
     "stablehlo.concatenate": "yes (split concatenated dim: a window of each operand)",
     "stablehlo.convolution": "yes (spatial: windows by halo exchange; groups split)",
     "stablehlo.dynamic_slice": "yes",

@@ -25,13 +25,9 @@ ALWAYS_REPLICATED = frozenset(
     {
         "stablehlo.all_gather",
         "stablehlo.all_to_all",
-        "stablehlo.cholesky",
         "stablehlo.collective_permute",
-        "stablehlo.custom_call",
-        "stablehlo.fft",
         "stablehlo.reduce_scatter",
         "stablehlo.rng_bit_generator",
-        "stablehlo.triangular_solve",
     }
 )
 
@@ -54,6 +50,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "stablehlo.case": control_flow.case,
         "stablehlo.concatenate": movement.concatenate,
         "stablehlo.constant": elementwise.constant,
+        "stablehlo.custom_call": elementwise.custom_call,
         "stablehlo.convolution": contraction.convolution,
         "stablehlo.dot_general": contraction.dot_general,
         "stablehlo.dynamic_slice": movement.dynamic_slice,

@@ -566,6 +566,16 @@ class _Builder:
             return self.rule_cache[key]
         info = op_info(self.g, node)
         rule: ShardingRule | None = None
+        own = node.attrs.get("sdy.sharding_rule")
+        if isinstance(own, Opaque):
+            # The op's own rule (JAX writes one on its LAPACK custom calls),
+            # as Shardy uses it.
+            try:
+                rule = ShardingRule.parse(own.text)
+            except ValueError as err:
+                self.diags.error(node.loc, f"bad sdy.sharding_rule: {err}")
+            self.rule_cache[key] = rule
+            return rule
         if info is not None:
             found = RULES.lookup(info)
             if found.warning:

@@ -127,14 +127,26 @@ func.func private @neg(%a: tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [
 
 // -----
 sdy.mesh @mesh = <["x"=8]>
-// An op without a partitioned form runs replicated: operands gathered, result
-// sliced back to its sharding; the remark says so.
-// CHECK-LABEL: func.func public @cholesky_runs_replicated
-// CHECK: "stablehlo.all_gather"
-// CHECK: stablehlo.cholesky %{{.*}}, lower = true : tensor<8x4x4xf32>
-// CHECK: stablehlo.dynamic_slice
-func.func public @cholesky_runs_replicated(%a: tensor<8x4x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}, {}]>}) -> (tensor<8x4x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}, {}]>}) {
+// A Cholesky factorization on a split batch runs on the local batch.
+// CHECK-LABEL: func.func public @cholesky_runs_on_the_local_batch
+// CHECK-NOT: all_gather
+// CHECK: stablehlo.cholesky %arg1, lower = true : tensor<1x4x4xf32>
+func.func public @cholesky_runs_on_the_local_batch(%a: tensor<8x4x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}, {}]>}) -> (tensor<8x4x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}, {}]>}) {
   %0 = stablehlo.cholesky %a, lower = true : tensor<8x4x4xf32>
+  return %0 : tensor<8x4x4xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=8]>
+// An op without a partitioned form (a custom call with no rule) runs
+// replicated: operands gathered, result sliced back to its sharding; the
+// remark says so.
+// CHECK-LABEL: func.func public @unknown_custom_call_runs_replicated
+// CHECK: "stablehlo.all_gather"
+// CHECK: stablehlo.custom_call @my_kernel(%{{.*}}) : (tensor<8x4x4xf32>) -> tensor<8x4x4xf32>
+// CHECK: stablehlo.dynamic_slice
+func.func public @unknown_custom_call_runs_replicated(%a: tensor<8x4x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}, {}]>}) -> (tensor<8x4x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}, {}]>}) {
+  %0 = stablehlo.custom_call @my_kernel(%a) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}, {}]>]>} : (tensor<8x4x4xf32>) -> tensor<8x4x4xf32>
   return %0 : tensor<8x4x4xf32>
 }
 
