@@ -18,7 +18,7 @@ from meshjit.compiler.diagnostics import Diagnostics
 from meshjit.compiler.ir import make_context, parse_module
 from meshjit.frontend.jit import JitFunction, jit
 from meshjit.frontend.stages import Compiled
-from meshjit.passes.partition import Collective, Remark
+from meshjit.passes.partition import Collective, Decision, Remark
 from meshjit.passes.propagate import propagate_module
 from meshjit.passes.propagation.explain import ExplainRecord, explain_text
 
@@ -35,6 +35,9 @@ class Explanation:
     input_shardings: Any
     output_shardings: Any
     compiled: Compiled
+    # How each op was split, with the cost model's estimate and the best
+    # other plan it beat.
+    decisions: tuple[Decision, ...] = ()
 
     def record(self, name: str) -> ExplainRecord:
         """The record whose value name contains `name` (e.g. "`x`", "result 0")."""
@@ -51,7 +54,8 @@ class Explanation:
         return "".join(f"  {r.value:<{width}}  {r.sharding}\n" for r in self.records)
 
     def __str__(self) -> str:
-        return self.propagation_text + self.collectives_text
+        decisions = "".join(d.text() for d in self.decisions)
+        return self.propagation_text + self.collectives_text + decisions
 
 
 def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:
@@ -92,4 +96,5 @@ def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:
         compiled.input_shardings,
         compiled.output_shardings,
         compiled,
+        tuple(report.decisions),
     )

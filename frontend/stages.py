@@ -9,6 +9,7 @@ meshjit's pipeline reads), "propagated" (after meshjit's propagation) and
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -156,7 +157,8 @@ class Lowered:
             return self._texts["aliased"]
         if stage == "partitioned":
             try:
-                text, _ = _run(self._text("aliased"), "partition")
+                pipeline = partition_pipeline(self._inputs.placement.mesh.flat_devices)
+                text, _ = _run(self._text("aliased"), pipeline)
             except DiagnosticError as err:
                 raise pipeline_error(self._inputs.api, err) from None
             self._texts["partitioned"] = text
@@ -242,16 +244,28 @@ class Lowered:
                 stacklevel=2,
             )
         try:
+            devices = list(inputs.placement.mesh.flat_devices)
             spmd = compile_module(
                 text,
-                list(inputs.placement.mesh.flat_devices),
-                "partition",
+                devices,
+                partition_pipeline(devices),
                 compiler_options=options or None,
             )
         except DiagnosticError as err:
             raise pipeline_error(inputs.api, err) from None
         self._texts.setdefault("partitioned", spmd.text)
         return Compiled(self, spmd, frozenset(self._aliases or {}))
+
+
+def partition_pipeline(devices: Sequence[Any]) -> str:
+    """The partition pass with the cost model for these devices: the
+    platform's defaults ("gpu" on GPUs, else "cpu"), or `MESHJIT_COST` (a
+    platform name or a file from `python -m meshjit.calibrate`)."""
+    spec = os.environ.get("MESHJIT_COST", "")
+    if not spec:
+        platform = getattr(devices[0], "platform", "cpu") if devices else "cpu"
+        spec = "gpu" if platform in ("gpu", "cuda", "rocm") else "cpu"
+    return f"partition{{cost={spec}}}"
 
 
 def _layout(s: TensorSharding | None, ndim: int) -> tuple[tuple[str, ...], ...]:

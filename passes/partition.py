@@ -16,15 +16,18 @@ from meshjit.compiler.pass_base import ModulePass
 from meshjit.errors import ShardingError
 from meshjit.passes.partitioner import (
     Collective,
+    Decision,
     PartitionFailure,
     PartitionReport,
     Remark,
     partition_module_text,
     partition_support,
 )
+from meshjit.passes.partitioner.cost import load_cost
 
 __all__ = [
     "Collective",
+    "Decision",
     "PartitionPass",
     "PartitionReport",
     "Remark",
@@ -37,11 +40,19 @@ class PartitionPass(ModulePass):
     """Rewrite a sharded module into per-device code with explicit collectives."""
 
     name: ClassVar[str] = "partition"
+    # The cost model choices are weighed with: "cpu", "gpu", or a JSON file
+    # from `python -m meshjit.calibrate` (CLI: partition{cost=gpu}).
+    cost: str = "cpu"
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         graph = read_graph(module, diags.source_name, keep_attr_text=True)
         try:
-            built = partition_module_text(graph, diags)
+            model = load_cost(self.cost)
+        except ValueError as err:
+            diags.error(SourceLoc(graph.source_name, 1, 1), f"partition: {err}")
+            return
+        try:
+            built = partition_module_text(graph, diags, model)
         except PartitionFailure as err:
             diags.error(err.loc, err.message)
             return
@@ -59,7 +70,7 @@ class PartitionPass(ModulePass):
         diags.payloads["partition"] = report
         if diags.wants("collectives"):
             diags.report("collectives", report.collectives_text())
-        if diags.wants("explain") and report.remarks:
-            diags.report("explain", report.remarks_text())
+        if diags.wants("explain") and (report.remarks or report.decisions):
+            diags.report("explain", report.remarks_text() + report.decisions_text())
         for remark in report.remarks:
             diags.remark(remark.loc, remark.message)

@@ -24,6 +24,7 @@ Layout, after XLA's `xla/service/spmd/` (one visitor, a handler per op family):
 from meshjit.passes.partitioner.module import partition_module_text, partition_support
 from meshjit.passes.partitioner.report import (
     Collective,
+    Decision,
     PartitionFailure,
     PartitionReport,
     Remark,
@@ -31,6 +32,7 @@ from meshjit.passes.partitioner.report import (
 
 __all__ = [
     "Collective",
+    "Decision",
     "PartitionFailure",
     "PartitionReport",
     "Remark",

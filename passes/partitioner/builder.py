@@ -81,6 +81,17 @@ def i64_array(values: Sequence[int]) -> str:
     return "array<i64: " + ", ".join(map(str, values)) + ">" if values else "array<i64>"
 
 
+def i64(value: int) -> str:
+    """An integer attribute: `4 : i64`."""
+    return f"{value} : i64"
+
+
+def padding_attr(pads: Sequence[tuple[int, int]]) -> str:
+    """A window padding attribute: one (low, high) row per dim."""
+    rows = ", ".join(f"[{lo}, {hi}]" for lo, hi in pads)
+    return f"dense<[{rows}]> : tensor<{len(pads)}x2xi64>"
+
+
 def zero_text(dtype: str) -> str:
     """The literal of zero (false) in a dense attribute of `dtype`."""
     if dtype == "i1":
@@ -330,6 +341,35 @@ class Builder:
 
     def reverse(self, a: Val, dims: Sequence[int]) -> Val:
         return self.op1("stablehlo.reverse", [a], a.ty, {"dimensions": i64_array(dims)})
+
+    def top_k(self, a: Val, k: int) -> tuple[Val, Val]:
+        """chlo.top_k along the last dim: (values, i32 positions)."""
+        shape = [*(a.ty.shape or ())[:-1], k]
+        values, positions = self.op(
+            "chlo.top_k",
+            [a],
+            [a.ty.with_shape(shape), Ty(tuple(shape), "i32")],
+            {"k": i64(k)},
+        )
+        return values, positions
+
+    def take_along_last(self, a: Val, positions: Val) -> Val:
+        """`a[..., positions[..., j]]` for every j: a gather along the last dim
+        with every other dim a batch dim."""
+        rank = a.ty.rank
+        batch = ", ".join(map(str, range(rank - 1)))
+        dims = (
+            "#stablehlo.gather<offset_dims = [], collapsed_slice_dims = "
+            f"[{rank - 1}], operand_batching_dims = [{batch}], "
+            f"start_indices_batching_dims = [{batch}], "
+            f"start_index_map = [{rank - 1}], index_vector_dim = {rank}>"
+        )
+        return self.op1(
+            "stablehlo.gather",
+            [a, positions],
+            a.ty.with_shape(positions.ty.shape or ()),
+            {"dimension_numbers": dims, "slice_sizes": i64_array([1] * rank)},
+        )
 
     # -- reductions and regions -------------------------------------------------
 

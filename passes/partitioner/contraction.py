@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from meshjit.compiler.graph import Graph, Node
 from meshjit.dialects.rules import NULL_DIM, FactorKind, RuleBuilder, ShardingRule
-from meshjit.passes.partitioner.builder import Ty, Val, zero_text
+from meshjit.passes.partitioner.builder import Ty, Val, i64, padding_attr, zero_text
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import FactorLimits, WindowedFactor
 from meshjit.passes.partitioner.halo import Window
@@ -20,12 +20,7 @@ from meshjit.passes.partitioner.local import (
     rule_of,
     run_replicated,
 )
-from meshjit.passes.partitioner.windows import (
-    gather_window,
-    ints,
-    padding_attr,
-    padding_values,
-)
+from meshjit.passes.partitioner.windows import gather_window, ints, padding_values
 
 PERMUTATION = FactorKind.PERMUTATION
 REDUCTION = FactorKind.REDUCTION
@@ -155,5 +150,5 @@ def convolution(node: Node, ctx: PartitionCtx) -> None:
     ):
         groups = node.attrs.get(key, 1)
         if f >= 0 and isinstance(groups, int):
-            lop.attrs[key] = f"{groups // span(lop.factors[f], ctx.mesh)} : i64"
+            lop.attrs[key] = i64(groups // span(lop.factors[f], ctx.mesh))
     emit(ctx, node, lop)

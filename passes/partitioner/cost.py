@@ -11,6 +11,7 @@ bytes it touches over memory bandwidth. Constants are per platform
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,10 +37,10 @@ from meshjit.dialects.sharding import MeshModel
 class CostModel:
     """Seconds per collective and per unit of work on one device."""
 
-    latency: float = 20e-6  # per collective launch
-    bandwidth: float = 4e9  # bytes per second one device sends
-    flops: float = 8e9  # per device
-    memory_bandwidth: float = 8e9  # bytes per second one device touches
+    latency: float = 250e-6  # per collective launch
+    bandwidth: float = 1e9  # bytes per second one device sends
+    flops: float = 10e9  # per device, all devices busy
+    memory_bandwidth: float = 2e9  # bytes per second one device touches
 
     def collective_seconds(self, kind: str, nbytes: int, group: int) -> float:
         if nbytes == 0 or (group <= 1 and kind != "collective-permute"):
@@ -50,11 +51,14 @@ class CostModel:
         return max(flops / self.flops, nbytes / self.memory_bandwidth)
 
 
-# Documented defaults per platform. "cpu": this project's CI machine class
-# (8 virtual devices on 2 cores: XLA's CPU collectives synchronise threads,
-# so a collective's fixed cost dominates small messages). "gpu": one H100
-# node over NVLink (about 10 us per collective, ~150 GB/s per device for
-# ring collectives, ~50 TFLOP/s of f32 and 3 TB/s of HBM).
+# Documented defaults per platform. "cpu": this project's machine class, 8
+# virtual devices on 2 cores, as `python -m meshjit.calibrate` measured it
+# (2026-11-24, rounded; runs varied by up to 2x): XLA's CPU collectives
+# synchronise threads, so a collective costs 250-370 us before its bytes
+# (0.7-1.5 GB/s per device), and the devices share two cores (9-15 GFLOP/s,
+# 1.6-2.2 GB/s of memory traffic each). "gpu": one H100 node over NVLink
+# (about 10 us per collective, ~150 GB/s per device for ring collectives,
+# ~50 TFLOP/s of f32, 3 TB/s of HBM).
 PLATFORMS: dict[str, CostModel] = {
     "cpu": CostModel(),
     "gpu": CostModel(
@@ -62,6 +66,31 @@ PLATFORMS: dict[str, CostModel] = {
     ),
 }
 DEFAULT = PLATFORMS["cpu"]
+
+
+def load_cost(spec: str) -> CostModel:
+    """A platform's documented defaults ("cpu", "gpu"), or the constants in a
+    JSON file (what `python -m meshjit.calibrate --out FILE` writes)."""
+    if spec in PLATFORMS:
+        return PLATFORMS[spec]
+    try:
+        with open(spec, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"cost model {spec!r} is neither a platform ({', '.join(PLATFORMS)}) "
+            f"nor a readable JSON file: {err}"
+        ) from None
+    fields = {"latency", "bandwidth", "flops", "memory_bandwidth"}
+    if not isinstance(data, dict) or not fields <= set(data):
+        raise ValueError(
+            f"cost model file {spec!r} needs the numbers {', '.join(sorted(fields))}"
+        )
+    values = {k: float(data[k]) for k in fields}
+    if any(v <= 0 for v in values.values()):
+        raise ValueError(f"cost model file {spec!r}: every number must be positive")
+    return CostModel(**values)
+
 
 _KIND = {
     AllGather: "all-gather",

@@ -28,10 +28,12 @@ from meshjit.passes.partitioner.halo import (
 )
 from meshjit.passes.partitioner.layouts import (
     keep_compound_dims_valid,
+    layout_text,
     project,
     span,
     split_to_factors,
 )
+from meshjit.passes.partitioner.report import Decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,7 @@ def choose_factors(
                 keep_compound_dims_valid(rule, fewer, ctx.mesh)
                 candidates.append([tuple(a) for a in fewer])
         candidates += _relocated(ctx, rule, limits, base, named)
+    scored: list[tuple[tuple[float, int, int], list[DimAxes]]] = []
     for index, factors in enumerate(candidates):
         key_factors = tuple(factors)
         if key_factors in seen:
@@ -134,10 +137,49 @@ def choose_factors(
         seen.add(key_factors)
         ways = math.prod(span(f, ctx.mesh) for f in factors)
         key = (factor_cost(ctx, node, rule, factors, limits), -ways, index)
+        scored.append((key, factors))
         if best is None or key < best:
             best, chosen = key, factors
+    if len(scored) > 1 and best is not None:
+        _record_decision(ctx, node, rule, scored, best, chosen)
     ctx.factor_cache[signature] = tuple(chosen)
     return chosen
+
+
+def _record_decision(
+    ctx: PartitionCtx,
+    node: Node,
+    rule: ShardingRule,
+    scored: list[tuple[tuple[float, int, int], list[DimAxes]]],
+    best: tuple[float, int, int],
+    chosen: list[DimAxes],
+) -> None:
+    """For --explain: the chosen split and the best different one."""
+    others = [
+        (key, f)
+        for key, f in scored
+        if key != best and _plan_text(ctx, rule, f) != _plan_text(ctx, rule, chosen)
+    ]
+    other_key, other = min(others, key=lambda kf: kf[0]) if others else (None, None)
+    ctx.report.decisions.append(
+        Decision(
+            node.op,
+            node.loc,
+            _plan_text(ctx, rule, chosen),
+            best[0],
+            _plan_text(ctx, rule, other) if other is not None else "",
+            other_key[0] if other_key is not None else 0.0,
+        )
+    )
+
+
+def _plan_text(
+    ctx: PartitionCtx, rule: ShardingRule, factors: Sequence[DimAxes]
+) -> str:
+    """Operand layouts -> result layouts under `factors`."""
+    ins = " x ".join(layout_text(project(t, factors, ctx.mesh)) for t in rule.operands)
+    outs = ", ".join(layout_text(project(t, factors, ctx.mesh)) for t in rule.results)
+    return f"{ins} -> {outs}"
 
 
 def _relocated(

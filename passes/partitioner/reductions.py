@@ -131,29 +131,18 @@ def top_k(node: Node, ctx: PartitionCtx) -> None:
             (node.op, node.loc, "top-k candidates of the blocks"),
         )
         gathered.append(b.all_gather(v, last, ctx.groups(axes), ty))
-    merged = _sort_pairs(ctx, gathered, last)
-    outs = [b.slice_dim(m, last, 0, k) for m in merged]
+    outs = _merge_candidates(ctx, node, gathered, k)
     finish(ctx, node, lop, outs)
 
 
-def _sort_pairs(ctx: PartitionCtx, pair: Sequence[Val], dim: int) -> list[Val]:
-    """(values, indices) sorted along `dim`: values descending in total
-    order, equal values by increasing index."""
+def _merge_candidates(
+    ctx: PartitionCtx, node: Node, pair: Sequence[Val], k: int
+) -> list[Val]:
+    """The top k of the gathered candidates (values, global indices): top_k
+    of the values picks positions (ties to the earlier candidate: the
+    smaller index, as blocks and each block's candidates are in index
+    order), and a gather takes the indices at those positions."""
     b = ctx.b
     values, indices = pair
-    v_ty, i_ty = Ty((), values.ty.dtype), Ty((), indices.ty.dtype)
-    saved = b.capture()
-    (av, bv, ai, bi), header = b.block_args([v_ty, v_ty, i_ty, i_ty])
-    order = "TOTALORDER" if v_ty.dtype.startswith(("f", "bf")) else ""
-    greater = b.compare(av, bv, "GT", order)
-    equal = b.compare(av, bv, "EQ", order)
-    first = b.binary("stablehlo.and", equal, b.compare(ai, bi, "LT"))
-    b.ret("stablehlo.return", [b.binary("stablehlo.or", greater, first)])
-    region = header + b.restore(saved)
-    return b.op(
-        "stablehlo.sort",
-        [values, indices],
-        [values.ty, indices.ty],
-        {"dimension": f"{dim} : i64", "is_stable": "true"},
-        [region],
-    )
+    best, where = b.top_k(values, k)
+    return [best, b.take_along_last(indices, b.convert(where, indices.ty.dtype))]

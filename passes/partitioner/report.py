@@ -36,10 +36,31 @@ class Remark:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """How an op was split: the chosen plan and the best one it beat, with
+    the cost model's estimates (seconds: compute share + collectives)."""
+
+    op: str
+    loc: SourceLoc
+    chosen: str  # "[{"x"}, {}] x [{}, {}] -> [{"x"}, {}]"
+    seconds: float
+    other: str  # "" when there was no other candidate
+    other_seconds: float
+
+    def text(self) -> str:
+        line = f"{self.loc}: remark: {self.op} split as {self.chosen} (estimated "
+        line += f"{self.seconds * 1e6:.1f} us)"
+        if self.other:
+            line += f" rather than {self.other} ({self.other_seconds * 1e6:.1f} us)"
+        return line + "\n"
+
+
 @dataclass(slots=True)
 class PartitionReport:
     collectives: list[Collective] = field(default_factory=list)
     remarks: list[Remark] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
 
     @property
     def total_bytes(self) -> int:
@@ -60,15 +81,19 @@ class PartitionReport:
         for c in self.collectives:
             axes = ",".join(c.axes)
             lines.append(
-                f"  {c.kind:<15} axes {{{axes}}} {c.bytes_per_device:>10} B  "
-                f"{c.op} at {c.loc}: {c.reason}"
+                f"  {c.kind:<15} axes {{{axes}}} {c.bytes_per_device:>10} B "
+                f"{c.seconds * 1e6:>8.1f} us  {c.op} at {c.loc}: {c.reason}"
             )
         counts = ", ".join(f"{k} x{v}" for k, v in sorted(self.counts().items()))
         lines.append(
             f"  total: {len(self.collectives)} collectives ({counts or 'none'}), "
-            f"{self.total_bytes} B per device"
+            f"{self.total_bytes} B per device, estimated "
+            f"{self.total_seconds * 1e6:.1f} us"
         )
         return "\n".join(lines) + "\n"
 
     def remarks_text(self) -> str:
         return "".join(f"{r.loc}: remark: {r.message}\n" for r in self.remarks)
+
+    def decisions_text(self) -> str:
+        return "".join(d.text() for d in self.decisions)

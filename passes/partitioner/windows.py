@@ -19,7 +19,14 @@ from meshjit.compiler.graph import DenseElements, Graph, Node
 from meshjit.dialects.reshard import DimAxes, coordinate, neighbor_pairs
 from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.dialects.sharding import AxisRef
-from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize, zero_text
+from meshjit.passes.partitioner.builder import (
+    Ty,
+    Val,
+    i64_array,
+    itemsize,
+    padding_attr,
+    zero_text,
+)
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
@@ -65,14 +72,6 @@ def padding_values(value: object, n: int) -> list[tuple[int, int]]:
             flat = (0,) * (2 * n)
         return [(flat[2 * i], flat[2 * i + 1]) for i in range(n)]
     return [(0, 0)] * n
-
-
-def padding_attr(pads: Sequence[tuple[int, int]]) -> str:
-    rows = ", ".join(f"[{lo}, {hi}]" for lo, hi in pads)
-    return f"dense<[{rows}]> : tensor<{len(pads)}x2xi64>"
-
-
-# -- the window exchange -------------------------------------------------------
 
 
 def _block_of_position(ctx: PartitionCtx, axes: Sequence[AxisRef]) -> list[int]:

@@ -8,8 +8,8 @@ sdy.mesh @mesh = <["x"=8]>
 // input's), but the value only ends up returned. Gathering the small input
 // (2 x 4096) costs less than computing split and gathering the large
 // gradient (4096 x 256): the dot runs on the gathered input.
-// BYTES: all-gather {{ +}}axes {"x"} {{ +}}28672 B  stablehlo.dot_general at {{.*}}: operand 0: [{}, {"x"}] -> [{}, {}]
-// BYTES-NEXT: total: 1 collectives (all-gather x1), 28672 B per device
+// BYTES: all-gather {{ +}}axes {"x"} {{ +}}28672 B {{ +}}{{[0-9.]+}} us  stablehlo.dot_general at {{.*}}: operand 0: [{}, {"x"}] -> [{}, {}]
+// BYTES-NEXT: total: 1 collectives (all-gather x1), 28672 B per device, estimated {{[0-9.]+}} us
 // CHECK-LABEL: func.func public @weight_gradient_gathers_the_small_operand
 // CHECK: stablehlo.dot_general {{.*}} : (tensor<2x4096xf32>, tensor<2x256xf32>) -> tensor<4096x256xf32>
 func.func public @weight_gradient_gathers_the_small_operand(%a: tensor<2x4096xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}, %g: tensor<2x256xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) -> (tensor<4096x256xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {
@@ -23,7 +23,7 @@ func.func public @weight_gradient_gathers_the_small_operand(%a: tensor<2x4096xf3
 sdy.mesh @mesh = <["x"=8]>
 // The same with a large batch: the dot's work is worth splitting, so it runs
 // split and its (smaller than the input) result is gathered.
-// BYTES: all-gather {{ +}}axes {"x"} {{ +}}57344 B  stablehlo.dot_general at {{.*}}: result: [{"x"}, {}] -> [{}, {}]
+// BYTES: all-gather {{ +}}axes {"x"} {{ +}}57344 B {{ +}}{{[0-9.]+}} us  stablehlo.dot_general at {{.*}}: result: [{"x"}, {}] -> [{}, {}]
 // CHECK-LABEL: func.func public @large_batch_splits_the_dot
 // CHECK: stablehlo.dot_general {{.*}} : (tensor<512x128xf32>, tensor<512x16xf32>) -> tensor<128x16xf32>
 func.func public @large_batch_splits_the_dot(%a: tensor<512x1024xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}, %g: tensor<512x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) -> (tensor<1024x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {

@@ -9,5 +9,5 @@ func.func public @main(%t: tensor<8x4x4xf32> {sdy.sharding = #sdy.sharding<@mesh
   return %0, %1 : tensor<8x4x4xf32>, tensor<6xf32>
 }
 // CHECK: collectives inserted by partition (bytes sent per device):
-// CHECK-NEXT: all-gather {{ +}}axes {"x"} {{ +}}384 B  stablehlo.custom_call at {{.*}}remarks.mlir:7:8: operand 0: [{"x"}, {}, {}] -> [{}, {}, {}]
-// CHECK-NEXT: total: 1 collectives (all-gather x1), 384 B per device
+// CHECK-NEXT: all-gather {{ +}}axes {"x"} {{ +}}384 B {{ +}}{{[0-9.]+}} us  stablehlo.custom_call at {{.*}}remarks.mlir:7:8: operand 0: [{"x"}, {}, {}] -> [{}, {}, {}]
+// CHECK-NEXT: total: 1 collectives (all-gather x1), 384 B per device, estimated {{[0-9.]+}} us

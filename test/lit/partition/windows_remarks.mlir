@@ -9,5 +9,5 @@ func.func public @main(%x: tensor<2x16x8x4xf32> {sdy.sharding = #sdy.sharding<@m
   return %0 : tensor<2x16x8x8xf32>
 }
 // CHECK: collectives inserted by partition (bytes sent per device):
-// CHECK-NEXT: all-gather {{ +}}axes {"x"} {{ +}}3072 B  stablehlo.convolution at {{.*}}: operand 0 window along dim 1: [{}, {"x"}, {}, {}] -> [{}, {}, {}, {}]
-// CHECK-NEXT: total: 1 collectives (all-gather x1), 3072 B per device
+// CHECK-NEXT: all-gather {{ +}}axes {"x"} {{ +}}3072 B {{ +}}{{[0-9.]+}} us  stablehlo.convolution at {{.*}}: operand 0 window along dim 1: [{}, {"x"}, {}, {}] -> [{}, {}, {}, {}]
+// CHECK-NEXT: total: 1 collectives (all-gather x1), 3072 B per device, estimated {{[0-9.]+}} us

@@ -1,0 +1,85 @@
+"""The cost model: platform defaults, files from `meshjit.calibrate`, the
+partition pass option, and how meshjit.jit picks one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from meshjit.frontend.stages import partition_pipeline
+from meshjit.passes.partitioner.cost import PLATFORMS, CostModel, load_cost, op_flops
+
+
+def test_platform_defaults_and_files(tmp_path: Path) -> None:
+    assert load_cost("cpu") is PLATFORMS["cpu"]
+    assert load_cost("gpu").latency < load_cost("cpu").latency
+    path = tmp_path / "model.json"
+    path.write_text(
+        json.dumps(
+            {
+                "latency": 1e-5,
+                "bandwidth": 2e9,
+                "flops": 3e9,
+                "memory_bandwidth": 4e9,
+                "platform": "cpu",
+            }
+        )
+    )
+    assert load_cost(str(path)) == CostModel(1e-5, 2e9, 3e9, 4e9)
+
+
+def test_bad_cost_files_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="neither a platform"):
+        load_cost(str(tmp_path / "missing.json"))
+    path = tmp_path / "partial.json"
+    path.write_text('{"latency": 1}')
+    with pytest.raises(ValueError, match="needs the numbers"):
+        load_cost(str(path))
+    path.write_text('{"latency": 1, "bandwidth": 0, "flops": 1, "memory_bandwidth": 1}')
+    with pytest.raises(ValueError, match="positive"):
+        load_cost(str(path))
+
+
+def test_collective_and_compute_seconds() -> None:
+    m = CostModel(latency=1e-5, bandwidth=1e9, flops=1e9, memory_bandwidth=1e9)
+    assert m.collective_seconds("all-gather", 0, 8) == 0.0
+    assert m.collective_seconds("all-gather", 1000, 1) == 0.0  # one device
+    assert m.collective_seconds("all-gather", 1000, 8) == pytest.approx(1e-5 + 1e-6)
+    assert m.compute_seconds(2e9, 1e6) == pytest.approx(2.0)  # FLOP-bound
+    assert m.compute_seconds(1e3, 3e9) == pytest.approx(3.0)  # memory-bound
+
+
+def test_op_flops() -> None:
+    dot = op_flops("stablehlo.dot_general", [(8, 16), (16, 4)], [(8, 4)], 16)
+    assert dot == 2 * 8 * 4 * 16
+    assert op_flops("stablehlo.add", [(8,), (8,)], [(8,)]) == 8
+    assert op_flops("stablehlo.sort", [(4, 1024)], [(4, 1024)], 1024) == 4 * 1024 * 10
+
+
+class _Device:
+    def __init__(self, platform: str) -> None:
+        self.platform = platform
+
+
+def test_jit_picks_the_devices_platform(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MESHJIT_COST", raising=False)
+    assert partition_pipeline([_Device("cpu")]) == "partition{cost=cpu}"
+    assert partition_pipeline([_Device("gpu")]) == "partition{cost=gpu}"
+    monkeypatch.setenv("MESHJIT_COST", "/tmp/calibrated.json")
+    assert (
+        partition_pipeline([_Device("cpu")]) == "partition{cost=/tmp/calibrated.json}"
+    )
+
+
+def test_calibrate_measures_a_usable_model(tmp_path: Path) -> None:
+    from meshjit.calibrate import main
+
+    out = tmp_path / "cpu.json"
+    assert main(["--out", str(out), "--repeat", "3"]) == 0
+    model = load_cost(str(out))
+    assert model.latency > 0
+    assert model.bandwidth > 0
+    assert model.flops > 0
+    assert model.memory_bandwidth > 0
