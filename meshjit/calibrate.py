@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -38,40 +39,74 @@ def _seconds(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(times)
 
 
-def _collective(mesh: Mesh, elements: int, repeat: int) -> float:
-    """Seconds of one all-gather of `elements` f32 per device, less the same
-    program without it."""
+def _collective_seconds(mesh: Mesh, kind: str, elements: int, repeat: int) -> float:
+    """Seconds of one collective of `kind` on `elements` f32 per device, less
+    the same program without it."""
     n = mesh.size
-    x = jax.device_put(
-        np.ones((n * elements,), np.float32), NamedSharding(mesh, P("x"))
-    )
+    spec = P("x")
+    x = jax.device_put(np.ones((n * elements,), np.float32), NamedSharding(mesh, spec))
+    pairs = [(i, (i + 1) % n) for i in range(n)]
 
-    def gathered(a: jax.Array) -> jax.Array:
-        full: jax.Array = jax.lax.all_gather(a, "x", tiled=True)
-        return full[: a.shape[0]] * 2
+    def body(a: jax.Array) -> jax.Array:
+        out: jax.Array
+        if kind == "all-gather":
+            out = jax.lax.all_gather(a, "x", tiled=True)[: a.shape[0]]
+        elif kind == "all-reduce":
+            out = jax.lax.psum(a, "x")
+        elif kind == "reduce-scatter":
+            out = jnp.tile(jax.lax.psum_scatter(a, "x", tiled=True), n)
+        elif kind == "all-to-all":
+            out = jax.lax.all_to_all(a.reshape(n, -1), "x", 0, 0).reshape(-1)
+        else:
+            out = jax.lax.ppermute(a, "x", pairs)
+        return out * 2
 
     def local(a: jax.Array) -> jax.Array:
         return a * 2
 
-    spec = P("x")
-    with_ = jax.jit(jax.shard_map(gathered, mesh=mesh, in_specs=spec, out_specs=spec))
+    with_ = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec))
     without = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=spec, out_specs=spec))
-    return max(
-        0.0, _seconds(lambda: with_(x), repeat) - _seconds(lambda: without(x), repeat)
-    )
+    spent = _seconds(lambda: with_(x), repeat) - _seconds(lambda: without(x), repeat)
+    return max(0.0, spent)
 
 
-def calibrate(devices: int = 8, repeat: int = 30) -> dict[str, float]:
-    """The cost model's four constants, measured."""
+def _sent(kind: str, block_bytes: int, n: int) -> float:
+    """Bytes one device sends (ring algorithms), as the partitioner counts."""
+    if kind == "all-gather":
+        return (n - 1) * block_bytes
+    if kind == "all-reduce":
+        return 2 * block_bytes * (n - 1) / n
+    if kind in ("reduce-scatter", "all-to-all"):
+        return block_bytes * (n - 1) / n
+    return block_bytes
+
+
+KINDS = (
+    "all-gather",
+    "all-reduce",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+)
+
+
+def calibrate(devices: int = 8, repeat: int = 30) -> dict[str, Any]:
+    """The cost model's constants, measured: a latency common to all
+    collectives, a bandwidth per kind, FLOP/s and memory bandwidth."""
     mesh = Mesh(np.array(jax.devices()[:devices]), ("x",))
     n = mesh.size
-    small, large = 16, 1 << 18
-    t_small = _collective(mesh, small, repeat)
-    t_large = _collective(mesh, large, repeat)
-    sent = (n - 1) * (large - small) * 4  # ring all-gather: n-1 blocks each
-    bandwidth = sent / max(t_large - t_small, 1e-9)
-    latency = max(t_small - (n - 1) * small * 4 / bandwidth, 1e-7)
-
+    small, large = 64, 1 << 18
+    latencies = []
+    rates: dict[str, float] = {}
+    for kind in KINDS:
+        t_small = _collective_seconds(mesh, kind, small, repeat)
+        t_large = _collective_seconds(mesh, kind, large, repeat)
+        extra = _sent(kind, large * 4, n) - _sent(kind, small * 4, n)
+        # Noise can make the large run no slower than the small one: cap the
+        # rate at 1 TB/s rather than divide by ~0.
+        rate = min(extra / max(t_large - t_small, 1e-9), 1e12)
+        rates[kind] = rate
+        latencies.append(max(t_small - _sent(kind, small * 4, n) / rate, 1e-7))
     # Work on every device at once, as a partitioned program runs (devices
     # that share cores share their speed).
     size = 256
@@ -90,10 +125,11 @@ def calibrate(devices: int = 8, repeat: int = 30) -> dict[str, float]:
     )
     memory = 2 * elements * 4 / _seconds(lambda: add(v), repeat)  # read + write
     return {
-        "latency": latency,
-        "bandwidth": bandwidth,
+        "latency": statistics.median(latencies),
+        "bandwidth": statistics.median(rates.values()),
         "flops": flops,
         "memory_bandwidth": memory,
+        "kind_bandwidth": rates,
     }
 
 
@@ -103,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args(argv)
-    found: dict[str, Any] = dict(calibrate(args.devices, args.repeat))
+    found = calibrate(args.devices, args.repeat)
     found["platform"] = jax.devices()[0].platform
     found["devices"] = args.devices
     text = json.dumps(found, indent=1)

@@ -37,15 +37,22 @@ from meshjit.dialects.sharding import MeshModel
 class CostModel:
     """Seconds per collective and per unit of work on one device."""
 
-    latency: float = 250e-6  # per collective launch
-    bandwidth: float = 1e9  # bytes per second one device sends
+    latency: float = 300e-6  # per collective launch
+    bandwidth: float = 0.8e9  # bytes per second one device sends
     flops: float = 10e9  # per device, all devices busy
-    memory_bandwidth: float = 2e9  # bytes per second one device touches
+    memory_bandwidth: float = 1.2e9  # bytes per second one device touches
+    # Per collective kind, where it differs from `bandwidth` (bytes as
+    # `dialects/reshard.step_bytes` counts them: ring algorithms).
+    kind_bandwidth: tuple[tuple[str, float], ...] = ()
 
     def collective_seconds(self, kind: str, nbytes: int, group: int) -> float:
         if nbytes == 0 or (group <= 1 and kind != "collective-permute"):
             return 0.0
-        return self.latency + nbytes / self.bandwidth
+        rate = self.bandwidth
+        for name, value in self.kind_bandwidth:
+            if name == kind:
+                rate = value
+        return self.latency + nbytes / rate
 
     def compute_seconds(self, flops: float, nbytes: float) -> float:
         return max(flops / self.flops, nbytes / self.memory_bandwidth)
@@ -53,14 +60,24 @@ class CostModel:
 
 # Documented defaults per platform. "cpu": this project's machine class, 8
 # virtual devices on 2 cores, as `python -m meshjit.calibrate` measured it
-# (2026-11-24, rounded; runs varied by up to 2x): XLA's CPU collectives
-# synchronise threads, so a collective costs 250-370 us before its bytes
-# (0.7-1.5 GB/s per device), and the devices share two cores (9-15 GFLOP/s,
-# 1.6-2.2 GB/s of memory traffic each). "gpu": one H100 node over NVLink
+# (2026-11-24, rounded medians; runs varied by up to 2x): XLA's CPU
+# collectives synchronise threads, so a collective costs 270-370 us before
+# its bytes; per kind the rate of the bytes a ring algorithm sends differs
+# (an all-gather copies n blocks into every device: 0.55 GB/s; an all-reduce
+# of the same bytes is cheaper in-process: 0.9-3 GB/s), and the devices
+# share two cores (~10 GFLOP/s and ~1 GB/s of memory traffic each). "gpu": one H100 node over NVLink
 # (about 10 us per collective, ~150 GB/s per device for ring collectives,
 # ~50 TFLOP/s of f32, 3 TB/s of HBM).
 PLATFORMS: dict[str, CostModel] = {
-    "cpu": CostModel(),
+    "cpu": CostModel(
+        kind_bandwidth=(
+            ("all-gather", 0.55e9),
+            ("all-reduce", 1.5e9),
+            ("reduce-scatter", 0.85e9),
+            ("all-to-all", 0.8e9),
+            ("collective-permute", 0.5e9),
+        )
+    ),
     "gpu": CostModel(
         latency=10e-6, bandwidth=150e9, flops=50e12, memory_bandwidth=3e12
     ),
@@ -87,9 +104,19 @@ def load_cost(spec: str) -> CostModel:
             f"cost model file {spec!r} needs the numbers {', '.join(sorted(fields))}"
         )
     values = {k: float(data[k]) for k in fields}
-    if any(v <= 0 for v in values.values()):
+    kinds = data.get("kind_bandwidth", {})
+    if not isinstance(kinds, dict):
+        raise ValueError(f"cost model file {spec!r}: kind_bandwidth is not a mapping")
+    per_kind = tuple(sorted((str(k), float(v)) for k, v in kinds.items()))
+    if any(v <= 0 for v in values.values()) or any(v <= 0 for _, v in per_kind):
         raise ValueError(f"cost model file {spec!r}: every number must be positive")
-    return CostModel(**values)
+    return CostModel(
+        values["latency"],
+        values["bandwidth"],
+        values["flops"],
+        values["memory_bandwidth"],
+        per_kind,
+    )
 
 
 _KIND = {
@@ -169,9 +196,15 @@ def op_flops(
     if op in ("stablehlo.dot_general", "stablehlo.convolution"):
         return 2.0 * out * contracted
     if op == "stablehlo.sort":
-        # A comparison sort: n log n comparisons along the sorted dim, each
-        # moving every operand.
-        return float(out * max(1.0, math.log2(max(2, contracted))))
+        # A comparison sort: n log n comparisons along the sorted dim. Each
+        # calls the comparator region: about 200 FLOPs' time (measured on
+        # this project's CPU: 24 ns per comparison at ~10 GFLOP/s).
+        return 200.0 * out * max(1.0, math.log2(max(2, contracted)))
+    if op == "chlo.top_k":
+        # A partial sort: every element against a heap of the k best.
+        inputs = sum(math.prod(s) for s in operand_shapes if s is not None)
+        k = result_shapes[0][-1] if result_shapes and result_shapes[0] else 1
+        return 200.0 * inputs * max(1.0, math.log2(k + 1))
     if op in ("stablehlo.reduce", "stablehlo.reduce_window"):
         inputs = sum(math.prod(s) for s in operand_shapes if s is not None)
         return float(max(out, inputs) * (contracted if op != "stablehlo.reduce" else 1))

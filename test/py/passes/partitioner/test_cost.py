@@ -28,6 +28,12 @@ def test_platform_defaults_and_files(tmp_path: Path) -> None:
         )
     )
     assert load_cost(str(path)) == CostModel(1e-5, 2e9, 3e9, 4e9)
+    data = json.loads(path.read_text())
+    data["kind_bandwidth"] = {"all-reduce": 8e9}
+    path.write_text(json.dumps(data))
+    model = load_cost(str(path))
+    assert model.collective_seconds("all-reduce", 8000, 8) == pytest.approx(1e-5 + 1e-6)
+    assert model.collective_seconds("all-gather", 2000, 8) == pytest.approx(1e-5 + 1e-6)
 
 
 def test_bad_cost_files_are_errors(tmp_path: Path) -> None:
@@ -55,7 +61,10 @@ def test_op_flops() -> None:
     dot = op_flops("stablehlo.dot_general", [(8, 16), (16, 4)], [(8, 4)], 16)
     assert dot == 2 * 8 * 4 * 16
     assert op_flops("stablehlo.add", [(8,), (8,)], [(8,)]) == 8
-    assert op_flops("stablehlo.sort", [(4, 1024)], [(4, 1024)], 1024) == 4 * 1024 * 10
+    assert (
+        op_flops("stablehlo.sort", [(4, 1024)], [(4, 1024)], 1024)
+        == 200 * 4 * 1024 * 10
+    )
 
 
 class _Device:
