@@ -65,9 +65,9 @@ class CostModel:
 # its bytes; per kind the rate of the bytes a ring algorithm sends differs
 # (an all-gather copies n blocks into every device: 0.55 GB/s; an all-reduce
 # of the same bytes is cheaper in-process: 0.9-3 GB/s), and the devices
-# share two cores (~10 GFLOP/s and ~1 GB/s of memory traffic each). "gpu": one H100 node over NVLink
-# (about 10 us per collective, ~150 GB/s per device for ring collectives,
-# ~50 TFLOP/s of f32, 3 TB/s of HBM).
+# share two cores (~10 GFLOP/s and ~1 GB/s of memory traffic each).
+# "gpu": one H100 node over NVLink (about 10 us per collective, ~150 GB/s per
+# device for ring collectives, ~50 TFLOP/s of f32, 3 TB/s of HBM).
 PLATFORMS: dict[str, CostModel] = {
     "cpu": CostModel(
         kind_bandwidth=(
