@@ -252,8 +252,19 @@ def partition_module_text(
     return "\n".join(lines) + "\n", report
 
 
+# Values whose layout aiming must not change: the program's own constraints,
+# and what control flow carries (a while's results are its loop carry: their
+# layout is the loop body's, paid every iteration).
 _USER_LAYOUT_OPS = frozenset(
-    {"sdy.sharding_constraint", "sdy.reshard", "sdy.propagation_barrier"}
+    {
+        "func.call",
+        "sdy.manual_computation",
+        "sdy.propagation_barrier",
+        "sdy.reshard",
+        "sdy.sharding_constraint",
+        "stablehlo.case",
+        "stablehlo.while",
+    }
 )
 
 
@@ -282,7 +293,7 @@ def _aim_at_results(
             continue
         node = graph.node(v.owner)
         if node.op in _USER_LAYOUT_OPS:
-            continue  # the program's own constraint: its layout is asked for
+            continue
         ctx.layouts[vid] = lay
         if node.op == "stablehlo.transpose" and len(node.operands) == 1:
             perm = node.attrs.get("permutation")

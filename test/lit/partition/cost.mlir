@@ -30,3 +30,29 @@ func.func public @large_batch_splits_the_dot(%a: tensor<512x1024xf32> {sdy.shard
   %0 = stablehlo.dot_general %a, %g, contracting_dims = [0] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<512x1024xf32>, tensor<512x16xf32>) -> tensor<1024x16xf32>
   return %0 : tensor<1024x16xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["x"=2, "y"=4]>
+// A loop's result returned in another layout: the loop keeps carrying its
+// own (split) layout and the result is gathered once, after the loop, not
+// at the end of every iteration.
+// CHECK-LABEL: func.func public @loop_carry_keeps_its_layout
+// CHECK: stablehlo.while{{.*}} : tensor<i32>, tensor<4x4xf32>
+// CHECK-NOT: all_gather
+// CHECK: }
+// CHECK: "stablehlo.all_gather"
+func.func public @loop_carry_keeps_its_layout(%a: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.while(%i = %c0, %v = %a) : tensor<i32>, tensor<8x16xf32> attributes {sdy.sharding = #sdy.sharding_per_value<[<@mesh, []>, <@mesh, [{"x"}, {"y"}]>]>}
+  cond {
+    %c10 = stablehlo.constant dense<10> : tensor<i32>
+    %p = stablehlo.compare LT, %i, %c10 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %c1 = stablehlo.constant dense<1> : tensor<i32>
+    %j = stablehlo.add %i, %c1 : tensor<i32>
+    %w = stablehlo.tanh %v {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<8x16xf32>
+    stablehlo.return %j, %w : tensor<i32>, tensor<8x16xf32>
+  }
+  return %0#1 : tensor<8x16xf32>
+}

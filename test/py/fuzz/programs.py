@@ -596,20 +596,43 @@ class _Builder:
         sa = self.shape(a)
         channels = sa[-1]
         groups = self.draw(st.sampled_from([g for g in (1, 2) if channels % g == 0]))
-        window = tuple(self.draw(st.integers(1, 3)) for _ in range(spatial))
+        window = tuple(self.draw(st.integers(1, 5)) for _ in range(spatial))
         out_ch = groups * self.draw(st.sampled_from([1, 2, 4]))
         w = self.new_input((*window, channels // groups, out_ch))
-        strides = tuple(self.draw(st.integers(1, 2)) for _ in range(spatial))
+        strides = tuple(self.draw(st.integers(1, 3)) for _ in range(spatial))
         dilation = tuple(self.draw(st.integers(1, 2)) for _ in range(spatial))
+        lhs = tuple(self.draw(st.sampled_from([1, 1, 2])) for _ in range(spatial))
         padding = self.draw(
-            st.sampled_from(["'SAME'", "'VALID'", repr(((1, 0),) * spatial)])
+            st.sampled_from(
+                [
+                    "'SAME'",
+                    "'VALID'",
+                    repr(((1, 0),) * spatial),
+                    repr(((2, 1),) * spatial),
+                    repr(((0, 3),) * spatial),
+                ]
+            )
         )
+        if any(d > 1 for d in lhs) and "'" in padding:
+            padding = repr(((1, 1),) * spatial)  # SAME/VALID need lhs_dilation 1
         dn = ("NWC", "WIO", "NWC") if spatial == 1 else ("NHWC", "HWIO", "NHWC")
         scale = 1.0 / (math.prod(window) * (channels // groups))
-        expr = (
-            f"jax.lax.conv_general_dilated(v{a}, v{w}, {strides}, {padding}, "
-            f"rhs_dilation={dilation}, dimension_numbers={dn}, "
+        conv = (
+            f"jax.lax.conv_general_dilated({{x}}, {{k}}, {strides}, {padding}, "
+            f"lhs_dilation={lhs}, rhs_dilation={dilation}, dimension_numbers={dn}, "
             f"feature_group_count={groups}) * {scale!r}"
+        )
+        forward = conv.format(x=f"v{a}", k=f"v{w}")
+        if self.draw(st.booleans()):
+            self.emit(forward, [a, w], False)
+            return
+        # A gradient: the data gradient (an lhs-dilated convolution when
+        # strided) or the filter gradient (the kernel window split).
+        argnum = self.draw(st.sampled_from([0, 1]))
+        loss = conv.format(x="x", k="k")
+        expr = (
+            f"jax.grad(lambda x, k: jnp.sum({loss} ** 2) * 0.5, argnums={argnum})"
+            f"(v{a}, v{w})"
         )
         self.emit(expr, [a, w], False)
 
@@ -705,7 +728,19 @@ class _Builder:
             raise _Skip
         d = self.draw(st.integers(0, len(sa) - 1))
         kind = self.draw(
-            st.sampled_from(["cumsum", "sort", "flip", "iota", "maxpool", "convert"])
+            st.sampled_from(
+                [
+                    "cumsum",
+                    "sort",
+                    "flip",
+                    "iota",
+                    "maxpool",
+                    "convert",
+                    "pool",
+                    "pool_grad",
+                    "top_k",
+                ]
+            )
         )
         if kind == "cumsum":
             scale = "" if self.dtype == I32 else f" * {1.0 / sa[d]!r}"
@@ -719,6 +754,34 @@ class _Builder:
             scale = "" if self.dtype == I32 else f" * {1.0 / sa[d]!r}"
             iota = f"jnp.arange({sa[d]}, dtype=v{a}.dtype).reshape({shape}){scale}"
             self.emit(f"v{a} + {iota}", [a], self.dtype == I32)
+        elif kind in ("pool", "pool_grad"):
+            # Overlapping windows (3, stride 2, SAME): halos; the gradient of a
+            # max pool is a select_and_scatter (counts: exact), an average
+            # pool's a padded reduce_window.
+            size = tuple(3 if i == d else 1 for i in range(len(sa)))
+            step = tuple(2 if i == d else 1 for i in range(len(sa)))
+            if self.dtype == I32 or self.draw(st.booleans()):
+                init = "jnp.iinfo(jnp.int32).min" if self.dtype == I32 else "-jnp.inf"
+                pool = (
+                    f"jax.lax.reduce_window({{t}}, {init}, jax.lax.max, {size}, "
+                    f"{step}, 'SAME')"
+                )
+                exact = True
+            else:
+                pool = (
+                    f"jax.lax.reduce_window({{t}}, 0.0, jax.lax.add, {size}, {step}, "
+                    "'SAME') * 0.25"
+                )
+                exact = False
+            if kind == "pool" or self.dtype == I32:
+                self.emit(pool.format(t=f"v{a}"), [a], exact)
+            else:
+                inner = pool.format(t="t")
+                self.emit(f"jax.grad(lambda t: jnp.sum({inner}))(v{a})", [a], exact)
+        elif kind == "top_k":
+            last = len(sa) - 1
+            k = self.draw(st.integers(1, max(1, min(4, sa[last]))))
+            self.emit(f"jax.lax.top_k(v{a}, {k})[0]", [a], True)
         elif kind == "maxpool":
             window = tuple(2 if i == d and n >= 2 else 1 for i, n in enumerate(sa))
             init = "jnp.iinfo(jnp.int32).min" if self.dtype == I32 else "-jnp.inf"
