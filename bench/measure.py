@@ -135,8 +135,12 @@ def _array_bytes(text: str) -> int:
 
 def _group_size(line: str) -> int:
     """Devices per replica group, in each spelling XLA prints: explicit
-    `{{0,1},{2,3}}`, iota `[2,4]<=[8]`, or mesh axes `mesh['a'=2,'b'=4] {'b'}`."""
-    mesh = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", line)
+    `{{0,1},{2,3}}`, iota `[2,4]<=[8]`, or mesh axes `mesh['a'=2,'b'=4] {'b'}`
+    (with `, device_ids=(...)` between them when the devices are permuted)."""
+    mesh = re.search(
+        r"replica_groups=mesh\[([^\]]*)\](?:,\s*device_ids=[^{]*)?\s*\{([^}]*)\}",
+        line,
+    )
     if mesh:
         sizes = dict(re.findall(r"'([^']+)'=(\d+)", mesh.group(1)))
         names = re.findall(r"'([^']+)'", mesh.group(2))

@@ -44,3 +44,25 @@ def test_quick_bench_runs_one_workload(tmp_path: Path) -> None:
     report = out.read_text()
     assert report.startswith("# meshjit benchmark results")
     assert "| long_while | dp8 | 8 |" in report
+
+
+def test_xla_replica_group_spellings() -> None:
+    """Every spelling XLA prints for replica groups gives the group size (a
+    permuted mesh's `device_ids=(...)` once hid whole all-reduces)."""
+    from bench.measure import _group_size, xla_collectives
+
+    lines = {
+        "replica_groups={{0,1,2,3},{4,5,6,7}}": 4,
+        "replica_groups=[2,4]<=[8]": 4,
+        "replica_groups=mesh['a'=2,'b'=4] {'b'}": 4,
+        "replica_groups=mesh['axis_0'=4,'axis_1'=1,'axis_2'=2], "
+        "device_ids=([2,4]T(1,0)) {'axis_0'}": 4,
+    }
+    for groups, size in lines.items():
+        assert _group_size(f"%r = f32[8] all-reduce(%a), {groups}, x=1") == size
+    text = (
+        "  %ar = f32[4,16,128]{2,1,0} all-reduce(%s), channel_id=4, "
+        "replica_groups=mesh['axis_0'=4,'axis_1'=1,'axis_2'=2], "
+        "device_ids=([2,4]T(1,0)) {'axis_0'}, use_global_device_ids=true\n"
+    )
+    assert xla_collectives(text) == ({"all-reduce": 1}, 2 * 32768 * 3 // 4)
