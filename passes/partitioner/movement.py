@@ -5,11 +5,12 @@ says so), dynamic_slice and dynamic_update_slice."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from meshjit.compiler.graph import Graph, Node
+from meshjit.compiler.graph import Node
 from meshjit.dialects.reshard import DimAxes, axis_stride, coordinate
-from meshjit.dialects.rules import FactorKind, ShardingRule
-from meshjit.passes.partitioner.builder import Val, i64_array, itemsize
+from meshjit.dialects.rules import NULL_DIM, FactorKind, RuleBuilder
+from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize, zero_text
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
@@ -79,35 +80,176 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
 
 
 def dynamic_slice(node: Node, ctx: PartitionCtx) -> None:
-    rule = rule_of(ctx, node)
-    if rule is None:
-        run_replicated(ctx, node, "no sharding rule")
+    """Along a dim the slice takes part of, the operand may stay split: each
+    device cuts the part of the slice that lies in its block (zeros
+    elsewhere) and one all-reduce of the bit patterns (every element comes
+    from exactly one device) assembles it, exactly. The slice itself is never
+    split along such a dim (its start is known only at run time)."""
+    operand = ctx.graph.value(node.operands[0]).shape or ()
+    result = ctx.graph.value(node.results[0]).shape or ()
+    n_ops = len(node.operands)
+    b_rule = RuleBuilder([len(operand), *([0] * (n_ops - 1))], [len(result)])
+    sliced: dict[int, int] = {}  # operand factor -> dim
+    factors = 0
+    for d, size in enumerate(operand):
+        dims = [d] + [NULL_DIM] * (n_ops - 1)
+        if size == result[d]:
+            b_rule.factor(dims, [d], size)
+            factors += 1
+            continue
+        sliced[factors] = d
+        b_rule.factor(dims, [NULL_DIM], size, FactorKind.PERMUTATION)
+        b_rule.factor([NULL_DIM] * n_ops, [d], result[d], FactorKind.NEED_REPLICATION)
+        factors += 2
+    rule = b_rule.build()
+    lop = prepare(ctx, node, rule, FactorLimits(movable=frozenset(sliced), uneven=True))
+    split = {d: lop.factors[f] for f, d in sliced.items() if lop.factors[f]}
+    out_shape = lop.results[0].shape or ()
+    if not split:
+        lop.attrs["slice_sizes"] = i64_array(out_shape)
+        emit(ctx, node, lop)
         return
-    lop = prepare(ctx, node, rule, FactorLimits())
-    shape = lop.results[0].shape or ()
-    lop.attrs["slice_sizes"] = i64_array(shape)
-    emit(ctx, node, lop)
+    b = ctx.b
+    x = lop.operands[0]
+    block = list(x.ty.shape or ())
+    zero = b.splat(Ty((), x.ty.dtype), zero_text(x.ty.dtype))
+    # Pad each split dim by the slice's length on both sides, so a start
+    # outside the block still cuts `length` elements (all masked).
+    lows = [result[d] if d in split else 0 for d in range(len(block))]
+    padded = b.pad(x, zero, lows, lows)
+    starts = []
+    masks = []
+    for d, n in enumerate(operand):
+        start = _clamped_start(ctx, lop.operands[1 + d], n - result[d])
+        if d not in split:
+            starts.append(start if n != result[d] else ctx.const_i32(0))
+            continue
+        first = ctx.dim_offset(split[d], block[d])  # my block's first index
+        local = b.binary("stablehlo.subtract", start, first)
+        starts.append(b.binary("stablehlo.add", local, ctx.const_i32(result[d])))
+        masks.append((d, local, block[d]))
+    part = b.dynamic_slice(padded, starts, out_shape)
+    mine = _positions_inside(ctx, part.ty, masks)
+    part = b.select(mine, part, b.broadcast(zero, part.ty))
+    axes = tuple(a for d in sorted(split) for a in split[d])
+    out = _assemble_by_sum(ctx, node, part, axes)
+    finish(ctx, node, lop, [out])
+
+
+def _clamped_start(ctx: PartitionCtx, index: Val, most: int) -> Val:
+    """A start index as the op uses it: i32, clamped to [0, most]."""
+    b = ctx.b
+    start = b.convert(index, "i32")
+    start = b.binary("stablehlo.maximum", start, ctx.const_i32(0))
+    return b.binary("stablehlo.minimum", start, ctx.const_i32(max(most, 0)))
+
+
+def _positions_inside(
+    ctx: PartitionCtx, ty: Ty, masks: Sequence[tuple[int, Val, int]]
+) -> Val:
+    """Where, along each (dim, offset, block), position + offset lies in
+    [0, block): a slice position that falls in this device's block."""
+    b = ctx.b
+    index_ty = ty.with_dtype("i32")
+    inside: Val | None = None
+    for d, offset, block in masks:
+        position = b.binary(
+            "stablehlo.add", b.iota(index_ty, d), b.broadcast(offset, index_ty)
+        )
+        here = b.binary(
+            "stablehlo.and",
+            b.compare(position, b.splat(index_ty, "0"), "GE"),
+            b.compare(position, b.splat(index_ty, str(block)), "LT"),
+        )
+        inside = here if inside is None else b.binary("stablehlo.and", inside, here)
+    assert inside is not None
+    return inside
+
+
+_BITS = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
+
+
+def _assemble_by_sum(ctx: PartitionCtx, node: Node, part: Val, axes: DimAxes) -> Val:
+    """Pieces that are zero except on the one device that holds each element,
+    combined exactly: an all-reduce sum of their bit patterns as integers
+    (n - 1 zeros and one value; a float sum would turn -0.0 into +0.0;
+    CPU collectives have no bitwise `or`). Booleans go as i8."""
+    b = ctx.b
+    dtype = part.ty.dtype
+    size = itemsize(dtype)
+    if dtype == "i1":
+        as_int = "i8"
+    elif dtype[0] in "iu" or dtype.startswith("complex"):
+        as_int = dtype  # complex: summed as is (only -0.0 parts may turn +0.0)
+    else:
+        as_int = _BITS[size]
+    bits = part
+    if dtype == "i1":
+        bits = b.convert(part, "i8")
+    elif as_int != dtype:
+        bits = b.op1("stablehlo.bitcast_convert", [part], part.ty.with_dtype(as_int))
+    nbytes = math.prod(part.ty.shape or ()) * max(size, 1)
+    moved = 2 * nbytes * (span(axes, ctx.mesh) - 1) // span(axes, ctx.mesh)
+    ctx.record(
+        "all-reduce", axes, moved, (node.op, node.loc, "slice pieces of the blocks")
+    )
+    combined = b.all_reduce(bits, ctx.groups(axes), "stablehlo.add")
+    if dtype == "i1":
+        return b.compare(combined, b.splat(combined.ty, "0"), "NE")
+    if as_int == dtype:
+        return combined
+    return b.op1("stablehlo.bitcast_convert", [combined], part.ty)
 
 
 def dynamic_update_slice(node: Node, ctx: PartitionCtx) -> None:
-    """Along a dim the update does not cover whole, the update lands at a
-    runtime offset that may straddle blocks: that dim stays whole."""
+    """Along a dim the update covers part of, the operand may stay split:
+    each device takes the window of the (whole) update that falls on its
+    block and keeps its own elements elsewhere: no collective."""
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
-    limits = FactorLimits(forbidden=frozenset(_dus_unsplittable(ctx.graph, node, rule)))
-    emit(ctx, node, prepare(ctx, node, rule, limits))
-
-
-def _dus_unsplittable(graph: Graph, node: Node, rule: ShardingRule) -> set[int]:
-    operand = graph.value(node.operands[0]).shape or ()
-    update = graph.value(node.operands[1]).shape or ()
-    out: set[int] = set()
-    for d, (full, part) in enumerate(zip(operand, update, strict=False)):
-        if full != part:
-            out.update(rule.operands[0][d])
-    return out
+    operand = ctx.graph.value(node.operands[0]).shape or ()
+    update = ctx.graph.value(node.operands[1]).shape or ()
+    # The update stays whole along the dims it covers part of.
+    whole = {
+        f
+        for d, (n, u) in enumerate(zip(operand, update, strict=True))
+        if n != u
+        for f in rule.operands[1][d]
+    }
+    lop = prepare(
+        ctx, node, rule, FactorLimits(forbidden=frozenset(whole), uneven=True)
+    )
+    lay = lop.produced[0]
+    partial = [
+        d for d, (n, u) in enumerate(zip(operand, update, strict=True)) if n != u
+    ]
+    if not any(lay[d] for d in partial):
+        emit(ctx, node, lop)
+        return
+    b = ctx.b
+    block, upd = lop.operands[0], lop.operands[1]
+    local = list(block.ty.shape or ())
+    zero = b.splat(Ty((), upd.ty.dtype), zero_text(upd.ty.dtype))
+    # Pad the update by a block on both sides along each such dim, then cut
+    # the block-sized window aligned with this device's block.
+    lows = [local[d] if d in partial else 0 for d in range(len(local))]
+    padded = b.pad(upd, zero, lows, lows)
+    starts = []
+    masks = []
+    for d, n in enumerate(operand):
+        if d not in partial:
+            starts.append(ctx.const_i32(0))
+            continue
+        start = _clamped_start(ctx, lop.operands[2 + d], n - update[d])
+        first = ctx.dim_offset(lay[d], local[d])  # 0 when the dim is whole
+        ahead = b.binary("stablehlo.subtract", first, start)  # block start in update
+        starts.append(b.binary("stablehlo.add", ahead, ctx.const_i32(local[d])))
+        masks.append((d, ahead, update[d]))
+    window = b.dynamic_slice(padded, starts, local)
+    covered = _positions_inside(ctx, window.ty, masks)
+    finish(ctx, node, lop, [b.select(covered, window, block)])
 
 
 def concatenate(node: Node, ctx: PartitionCtx) -> None:

@@ -201,8 +201,11 @@ func.func private @neg(%a: tensor<16xf32>) -> tensor<16xf32> {
 sdy.mesh @mesh = <["x"=2, "y"=4]>
 // broadcast_in_dim keeps its dims on local shapes; a batched dot splits its
 // contraction when the operand is sharded there (partial sum, all-reduce);
-// concatenate, pad and dynamic_slice gather the dim they work along when the
-// result is not split there (windows.mlir has the split cases).
+// concatenate and pad gather the dim they work along when the result is not
+// split there (windows.mlir has the split cases); dynamic_slice keeps its
+// operand split: each device cuts the part of the slice in its block from its
+// block padded by the slice's size (zeros elsewhere) and an all-reduce of the
+// bit patterns assembles the slice.
 // CHECK-LABEL: func.func public @broadcast_dot_concat_pad_dynamic_slice
 // CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [1] : (tensor<4xf32>) -> tensor<4x4xf32>
 // CHECK: stablehlo.dot_general {{.*}}, batching_dims = [0] x [0], contracting_dims = [1] x [1] : (tensor<4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4xf32>
@@ -210,7 +213,12 @@ sdy.mesh @mesh = <["x"=2, "y"=4]>
 // CHECK: %[[G:.*]] = "stablehlo.all_gather"(%arg{{[0-9]+}}) <{all_gather_dim = 1 : i64
 // CHECK: stablehlo.concatenate %[[G]], %[[G]], dim = 1 : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x32xf32>
 // CHECK: stablehlo.pad %[[G]], %{{.*}}, low = [0, 1], high = [0, 3], interior = [0, 0] : (tensor<4x16xf32>, tensor<f32>) -> tensor<4x20xf32>
-// CHECK: stablehlo.dynamic_slice %[[G]], %{{.*}}, %{{.*}}, sizes = [4, 4] : (tensor<4x16xf32>, tensor<i32>, tensor<i32>) -> tensor<4x4xf32>
+// CHECK: %[[P:.*]] = stablehlo.pad %arg{{[0-9]+}}, %{{.*}}, low = [0, 4], high = [0, 4], interior = [0, 0] : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x12xf32>
+// CHECK: %[[CUT:.*]] = stablehlo.dynamic_slice %[[P]], %{{.*}}, %{{.*}}, sizes = [4, 4] : (tensor<4x12xf32>, tensor<i32>, tensor<i32>) -> tensor<4x4xf32>
+// CHECK: %[[MINE:.*]] = stablehlo.select %{{.*}}, %[[CUT]], %{{.*}} : tensor<4x4xi1>, tensor<4x4xf32>
+// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %[[MINE]] : (tensor<4x4xf32>) -> tensor<4x4xi32>
+// CHECK: "stablehlo.all_reduce"(%[[BITS]]) {{.*}}replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]>
+// CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<4x4xi32>) -> tensor<4x4xf32>
 func.func public @broadcast_dot_concat_pad_dynamic_slice(%a: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, %v: tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}]>}, %b: tensor<8x16x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}, {}]>}, %i: tensor<i32>) -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, tensor<8x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, tensor<8x20xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
   %0 = stablehlo.broadcast_in_dim %v, dims = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : (tensor<16xf32>) -> tensor<8x16xf32>
   %1 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [1] x [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<8x16xf32>, tensor<8x16x4xf32>) -> tensor<8x4xf32>
@@ -244,4 +252,22 @@ func.func public @scatter_into_split_operand(%t: tensor<16x8xf32> {sdy.sharding 
     stablehlo.return %s : tensor<f32>
   }) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x8xf32>, tensor<4x1xi32>, tensor<4x8xf32>) -> tensor<16x8xf32>
   return %0 : tensor<16x8xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// dynamic_update_slice into an operand split along the updated dim: each
+// device pads the (whole) update by a block on both sides, cuts the window
+// aligned with its block and selects it where the update covers the block.
+// No collective.
+// CHECK-LABEL: func.func public @dynamic_update_slice_into_split_dim
+// CHECK-NOT: stablehlo.all_
+// CHECK: %[[P:.*]] = stablehlo.pad %arg1, %{{.*}}, low = [4], high = [4], interior = [0] : (tensor<6xf32>, tensor<f32>) -> tensor<14xf32>
+// CHECK: %[[W:.*]] = stablehlo.dynamic_slice %[[P]], %{{.*}}, sizes = [4] : (tensor<14xf32>, tensor<i32>) -> tensor<4xf32>
+// CHECK: stablehlo.select %{{.*}}, %[[W]], %arg0 : tensor<4xi1>, tensor<4xf32>
+// CHECK-NOT: stablehlo.all_
+// CHECK: return
+func.func public @dynamic_update_slice_into_split_dim(%a: tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}, %u: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}, %i: tensor<i32>) -> (tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) {
+  %0 = stablehlo.dynamic_update_slice %a, %u, %i {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}]>]>} : (tensor<16xf32>, tensor<6xf32>, tensor<i32>) -> tensor<16xf32>
+  return %0 : tensor<16xf32>
 }

@@ -1,0 +1,134 @@
+"""dynamic_slice and dynamic_update_slice with run-time starts along split
+dims: the operand stays split (slice: a masked local cut and one all-reduce
+of bit patterns; update: a masked select, no collective) and the answers are
+exactly the unsharded ones, clamped starts included."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import meshjit
+
+
+def mesh_2x4() -> Mesh:
+    return Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
+
+
+def compile_and_run(fn, args, in_specs, out_spec, ref=None):  # type: ignore[no-untyped-def]
+    m = mesh_2x4()
+    in_sh = tuple(NamedSharding(m, s) for s in in_specs)
+    compiled = (
+        meshjit.jit(fn, in_shardings=in_sh, out_shardings=NamedSharding(m, out_spec))
+        .lower(*args)
+        .compile()
+    )
+    got = compiled(*[jax.device_put(a, s) for a, s in zip(args, in_sh, strict=True)])
+    one = jax.devices()[0]
+    want = jax.jit(ref or fn)(*[jax.device_put(a, one) for a in args])
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    return compiled
+
+
+def kinds(compiled: meshjit.Compiled) -> list[str]:
+    return [c.kind for c in compiled.report.collectives]
+
+
+# Starts inside one block, across a block edge, past the end (clamped),
+# negative (clamped to 0).
+STARTS = [(0, 0), (3, 5), (6, 14), (9, 30), (-4, -2)]
+
+
+@pytest.mark.parametrize("start", STARTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
+def test_dynamic_slice_of_split_operand(start: tuple[int, int], dtype: type) -> None:
+    x = (np.arange(16 * 32).reshape(16, 32) % 97).astype(dtype)
+
+    def f(x: jax.Array, i: jax.Array, j: jax.Array) -> jax.Array:
+        return jax.lax.dynamic_slice(x, (i, j), (5, 7))
+
+    i, j = (np.int32(s) for s in start)
+    c = compile_and_run(f, (x, i, j), (P("x", "y"), P(), P()), P())
+    # The operand is never gathered: one all-reduce assembles the slice.
+    assert kinds(c) == ["all-reduce"], c.report.collectives
+
+
+def test_dynamic_slice_keeps_whole_dims_split() -> None:
+    """A dim the slice takes whole stays split through the op."""
+    x = np.random.default_rng(0).standard_normal((8, 40)).astype(np.float32)
+
+    def f(x: jax.Array, j: jax.Array) -> jax.Array:
+        return jax.lax.dynamic_slice_in_dim(x, j, 12, axis=1) * 2.0
+
+    c = compile_and_run(f, (x, np.int32(17)), (P("x", "y"), P()), P("x"))
+    assert kinds(c) == ["all-reduce"], c.report.collectives
+
+
+def test_dynamic_slice_uneven_blocks() -> None:
+    """30 rows along 4 devices (a constraint): blocks of 8, the last padded."""
+    m = mesh_2x4()
+    x = np.arange(30 * 6, dtype=np.float32).reshape(30, 6)
+
+    def f(x: jax.Array, i: jax.Array, split: bool = True) -> jax.Array:
+        x = x + 1.0
+        if split:
+            x = jax.lax.with_sharding_constraint(x, NamedSharding(m, P("y")))
+        return jax.lax.dynamic_slice_in_dim(x, i, 9, axis=0)
+
+    def ref(x: jax.Array, i: jax.Array) -> jax.Array:
+        return f(x, i, split=False)
+
+    for i in (0, 20, 21, 28):
+        c = compile_and_run(f, (x, np.int32(i)), (P(), P()), P(), ref)
+        assert kinds(c) == ["all-reduce"], c.report.collectives
+
+
+@pytest.mark.parametrize("start", STARTS)
+def test_dynamic_update_slice_of_split_operand(start: tuple[int, int]) -> None:
+    x = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
+    u = -np.arange(5 * 7, dtype=np.float32).reshape(5, 7) - 1
+
+    def f(x: jax.Array, u: jax.Array, i: jax.Array, j: jax.Array) -> jax.Array:
+        return jax.lax.dynamic_update_slice(x, u, (i, j))
+
+    i, j = (np.int32(s) for s in start)
+    c = compile_and_run(f, (x, u, i, j), (P("x", "y"), P(), P(), P()), P("x", "y"))
+    assert kinds(c) == [], c.report.collectives
+
+
+def test_dynamic_update_slice_gathers_a_split_update() -> None:
+    """The update arrives split along a dim it covers part of: it is gathered
+    (it is the small one); the operand stays split."""
+    x = np.arange(16 * 32, dtype=np.int32).reshape(16, 32)
+    u = np.full((8, 4), -1, dtype=np.int32)
+
+    def f(x: jax.Array, u: jax.Array, i: jax.Array) -> jax.Array:
+        return jax.lax.dynamic_update_slice(x, u, (i, np.int32(10)))
+
+    for i in (0, 5, 8, 13):
+        c = compile_and_run(
+            f, (x, u, np.int32(i)), (P("x", "y"), P("x"), P()), P("x", "y")
+        )
+        assert all(k == "all-gather" for k in kinds(c)), c.report.collectives
+
+
+def test_scan_writing_rows_of_a_split_buffer() -> None:
+    """The pattern dynamic_update_slice comes from: a loop writing row t of a
+    buffer split along its rows."""
+    m = mesh_2x4()
+    rows = NamedSharding(m, P("y"))
+
+    def f(x: jax.Array) -> jax.Array:
+        def body(t: jax.Array, buf: jax.Array) -> jax.Array:
+            row = jnp.sin(x[0] * t)
+            return jax.lax.dynamic_update_slice_in_dim(buf, row[None], t, axis=0)
+
+        return jax.lax.fori_loop(0, 16, body, jnp.zeros((16, 8), jnp.float32))
+
+    x = np.linspace(0, 1, 16 * 8, dtype=np.float32).reshape(16, 8)
+    got = meshjit.jit(f, in_shardings=rows, out_shardings=rows)(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(f(x)), rtol=1e-6)
