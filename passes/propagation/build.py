@@ -488,6 +488,13 @@ class _Builder:
         self.op_sharding_attr(node, results)
         rule = None if op == "sdy.reshard" else self.rule(node)
         if rule is not None:
+            # A broadcast_in_dim that only adds size-1 dims is a reshape: it
+            # copies nothing, so it propagates as one (jax writes
+            # x[..., None] so; XLA's simplifier turns it into a reshape
+            # before its Shardy runs).
+            broadcast = op == "stablehlo.broadcast_in_dim" and not _adds_unit_dims(
+                self.g, node
+            )
             self.add_op(
                 POp(
                     op,
@@ -496,9 +503,11 @@ class _Builder:
                     rule,
                     OpKind.RULE,
                     elementwise=_is_elementwise(op),
-                    stage0=_stage0(op),
+                    stage0=BOTH
+                    if op == "stablehlo.broadcast_in_dim" and not broadcast
+                    else _stage0(op),
                     multi_use=self.multi_use(node),
-                    broadcast=op == "stablehlo.broadcast_in_dim",
+                    broadcast=broadcast,
                     loc=node.loc,
                     node=node.id,
                 ),
@@ -895,6 +904,15 @@ def _is_elementwise(op: str) -> bool:
         "stablehlo.collective_broadcast",
         "stablehlo.collective_permute",
     )
+
+
+def _adds_unit_dims(graph: Graph, node: Node) -> bool:
+    """A broadcast_in_dim whose result has as many elements as its operand."""
+    operand = graph.values[node.operands[0]].shape
+    result = graph.values[node.results[0]].shape
+    if operand is None or result is None:
+        return False
+    return math.prod(operand) == math.prod(result) and math.prod(result) > 0
 
 
 @cache

@@ -262,9 +262,9 @@ sdy.mesh @mesh = <["x"=4]>
 // No collective.
 // CHECK-LABEL: func.func public @dynamic_update_slice_into_split_dim
 // CHECK-NOT: stablehlo.all_
-// CHECK: %[[P:.*]] = stablehlo.pad %arg1, %{{.*}}, low = [4], high = [4], interior = [0] : (tensor<6xf32>, tensor<f32>) -> tensor<14xf32>
+// CHECK: %[[P:.*]] = stablehlo.pad %arg{{[0-9]+}}, %{{.*}}, low = [4], high = [4], interior = [0] : (tensor<6xf32>, tensor<f32>) -> tensor<14xf32>
 // CHECK: %[[W:.*]] = stablehlo.dynamic_slice %[[P]], %{{.*}}, sizes = [4] : (tensor<14xf32>, tensor<i32>) -> tensor<4xf32>
-// CHECK: stablehlo.select %{{.*}}, %[[W]], %arg0 : tensor<4xi1>, tensor<4xf32>
+// CHECK: stablehlo.select %{{.*}}, %[[W]], %arg{{[0-9]+}} : tensor<4xi1>, tensor<4xf32>
 // CHECK-NOT: stablehlo.all_
 // CHECK: return
 func.func public @dynamic_update_slice_into_split_dim(%a: tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}, %u: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}, %i: tensor<i32>) -> (tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) {
