@@ -23,6 +23,7 @@ from meshjit.passes.partitioner import (
     partition_module_text,
     partition_support,
 )
+from meshjit.passes.partitioner.combine import combine_collectives
 from meshjit.passes.partitioner.cost import load_cost
 
 __all__ = [
@@ -43,6 +44,10 @@ class PartitionPass(ModulePass):
     # The cost model choices are weighed with: "cpu", "gpu", or a JSON file
     # from `python -m meshjit.calibrate` (CLI: partition{cost=gpu}).
     cost: str = "cpu"
+    # Independent all-reduces/reduce-scatters/all-gathers of the same groups
+    # written as one (partitioner/combine.py); partition{combine=false} keeps
+    # one collective per reshard.
+    combine: bool = True
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         graph = read_graph(module, diags.source_name, keep_attr_text=True)
@@ -67,6 +72,8 @@ class PartitionPass(ModulePass):
             return
         text, report = built
         replace_module(module, text, diags.source_name)
+        if self.combine:
+            report.combined.extend(combine_collectives(module))
         diags.payloads["partition"] = report
         if diags.wants("collectives"):
             diags.report("collectives", report.collectives_text())

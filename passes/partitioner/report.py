@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from meshjit.compiler.diagnostics import SourceLoc
+from meshjit.passes.partitioner.combine import Combined
 
 
 class PartitionFailure(Exception):
@@ -61,6 +62,8 @@ class PartitionReport:
     collectives: list[Collective] = field(default_factory=list)
     remarks: list[Remark] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    # Independent collectives written as one after partitioning (combine.py).
+    combined: list[Combined] = field(default_factory=list)
 
     @property
     def total_bytes(self) -> int:
@@ -90,7 +93,26 @@ class PartitionReport:
             f"{self.total_bytes} B per device, estimated "
             f"{self.total_seconds * 1e6:.1f} us"
         )
+        for g in self.combined:
+            lines.append(
+                f"  combined: {g.count} independent {g.kind} ops into one "
+                f"({g.bytes} B operand per device)"
+            )
+        if self.combined:
+            issued = ", ".join(
+                f"{k} x{v}" for k, v in sorted(self.issued_counts().items())
+            )
+            lines.append(f"  issued after combining: {issued}")
         return "\n".join(lines) + "\n"
+
+    def issued_counts(self) -> dict[str, int]:
+        """Collectives in the program as written: a combined group counts once
+        (the partitioner's own collectives, as `counts`, less what combining
+        merged; a shard_map body's own collectives are not in `counts`)."""
+        out = self.counts()
+        for g in self.combined:
+            out[g.kind] = max(1, out.get(g.kind, 0) - g.count + 1)
+        return out
 
     def remarks_text(self) -> str:
         return "".join(f"{r.loc}: remark: {r.message}\n" for r in self.remarks)

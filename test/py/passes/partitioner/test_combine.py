@@ -1,0 +1,123 @@
+"""Combining independent collectives (passes/partitioner/combine.py): the
+grouping on plain data, and programs whose collectives are combined computing
+what the unsharded program computes."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import meshjit
+from meshjit.passes.partitioner.combine import (
+    GATHER_LIMIT_BYTES,
+    Candidate,
+    plan_groups,
+)
+
+RS = ("stablehlo.reduce_scatter", "groups", "add", "f32", "True")
+AR = ("stablehlo.all_reduce", "groups", "add", "f32", "True")
+AG = ("stablehlo.all_gather", "groups", "", "f32", "True")
+
+
+def test_independent_collectives_of_one_key_form_one_group() -> None:
+    cands = [Candidate(i, RS, 100, 0) for i in range(4)]
+    assert plan_groups(cands) == [[0, 1, 2, 3]]
+
+
+def test_a_dependent_collective_closes_the_group() -> None:
+    # The third depends on the second (bit 1): [0, 1] then [2, 3].
+    cands = [
+        Candidate(0, RS, 100, 0),
+        Candidate(1, RS, 100, 0),
+        Candidate(2, RS, 100, 0b10),
+        Candidate(3, RS, 100, 0),
+    ]
+    assert plan_groups(cands) == [[0, 1], [2, 3]]
+
+
+def test_keys_do_not_mix_and_singletons_are_left_alone() -> None:
+    cands = [
+        Candidate(0, RS, 100, 0),
+        Candidate(1, AR, 100, 0),
+        Candidate(2, RS, 100, 0),
+        Candidate(3, AG, 100, 0),
+    ]
+    assert plan_groups(cands) == [[0, 2]]
+
+
+def test_byte_limits() -> None:
+    cands = [Candidate(i, RS, 40, 0) for i in range(5)]
+    assert plan_groups(cands, limit=100) == [[0, 1], [2, 3]]
+    big = GATHER_LIMIT_BYTES // 2 + 1  # all-gathers have their own limit
+    gathers = [Candidate(i, AG, big, 0) for i in range(3)]
+    assert plan_groups(gathers) == []
+    small = [Candidate(i, AG, 1024, 0) for i in range(3)]
+    assert plan_groups(small) == [[0, 1, 2]]
+
+
+def mesh_2x4() -> Mesh:
+    return Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
+
+
+def test_combined_reduce_scatters_all_reduces_and_gathers_match_unsharded() -> None:
+    """Three partial sums reduce-scattered along different dims, two
+    all-reduced, three small values gathered: each kind is combined into one
+    collective and every output equals the unsharded one."""
+    m = mesh_2x4()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((16, 64)).astype(np.float32)
+    bs = [rng.standard_normal((64, 24)).astype(np.float32) for _ in range(5)]
+    small = [rng.standard_normal((8, 4)).astype(np.float32) for _ in range(3)]
+
+    def f(a, b0, b1, b2, b3, b4, s0, s1, s2):  # type: ignore[no-untyped-def]
+        dots = [a @ b for b in (b0, b1, b2, b3, b4)]
+        return (*dots, *(jnp.sin(s) for s in (s0, s1, s2)))
+
+    in_specs = [P(None, "y")] + [P("y")] * 5 + [P("y")] * 3
+    out_specs = [P("y"), P(None, "y"), P("y"), P(), P()] + [P()] * 3
+    in_sh = [NamedSharding(m, s) for s in in_specs]
+    out_sh = tuple(NamedSharding(m, s) for s in out_specs)
+    args = [a, *bs, *small]
+    compiled = (
+        meshjit.jit(f, in_shardings=in_sh, out_shardings=out_sh).lower(*args).compile()
+    )
+    got = compiled(*[jax.device_put(x, s) for x, s in zip(args, in_sh, strict=True)])
+    want = f(*args)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+    report = compiled.report
+    combined = {c.kind: c.count for c in report.combined}
+    assert combined == {"reduce-scatter": 3, "all-reduce": 2, "all-gather": 3}, (
+        report.collectives_text()
+    )
+    assert "issued after combining" in report.collectives_text()
+    hlo = compiled.as_text("partitioned")
+    assert hlo.count('"stablehlo.reduce_scatter"') == 1
+    assert hlo.count('"stablehlo.all_gather"') == 1
+
+
+def test_dependent_collectives_are_not_combined() -> None:
+    """A chain of matmuls, each reducing the last one's output: nothing to
+    combine; still right."""
+    m = mesh_2x4()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 32)).astype(np.float32)
+    ws = rng.standard_normal((3, 32, 32)).astype(np.float32) * 0.2
+
+    def f(x, ws):  # type: ignore[no-untyped-def]
+        for i in range(3):
+            x = jnp.tanh(x @ ws[i])
+        return x
+
+    sh = (NamedSharding(m, P(None, "y")), NamedSharding(m, P(None, "y", None)))
+    compiled = (
+        meshjit.jit(f, in_shardings=sh, out_shardings=sh[0]).lower(x, ws).compile()
+    )
+    got = compiled(*[jax.device_put(v, s) for v, s in zip((x, ws), sh, strict=True)])
+    np.testing.assert_allclose(
+        np.asarray(got), np.asarray(f(x, ws)), rtol=1e-5, atol=1e-5
+    )
+    assert compiled.report.combined == []
