@@ -18,7 +18,7 @@ from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.dialects.sharding import AxisRef
 from meshjit.passes.partitioner.builder import itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
-from meshjit.passes.partitioner.cost import reshard_seconds
+from meshjit.passes.partitioner.cost import CostModel, reshard_seconds
 from meshjit.passes.partitioner.halo import (
     Window,
     WindowPlan,
@@ -141,9 +141,41 @@ def choose_factors(
         if best is None or key < best:
             best, chosen = key, factors
     if len(scored) > 1 and best is not None:
+        best, chosen = _fewest_bytes_among_ties(ctx, node, rule, limits, scored, best)
         _record_decision(ctx, node, rule, scored, best, chosen)
     ctx.factor_cache[signature] = tuple(chosen)
     return chosen
+
+
+# Plans whose estimates are this close are a tie: the model's constants are
+# not that precise (side by side, such plans measure either way); among them
+# the one that moves the fewest bytes wins.
+TIE = 0.02
+_BYTES_ONLY = CostModel(
+    latency=0.0, bandwidth=1.0, flops=math.inf, memory_bandwidth=math.inf
+)
+
+
+def _fewest_bytes_among_ties(
+    ctx: PartitionCtx,
+    node: Node,
+    rule: ShardingRule,
+    limits: FactorLimits,
+    scored: list[tuple[tuple[float, int, int], list[DimAxes]]],
+    best: tuple[float, int, int],
+) -> tuple[tuple[float, int, int], list[DimAxes]]:
+    ties = [(key, f) for key, f in scored if key[0] <= best[0] * (1 + TIE)]
+    if len(ties) < 2:
+        return best, next(f for key, f in scored if key == best)
+    model, ctx.cost = ctx.cost, _BYTES_ONLY
+    try:
+        ranked = [
+            ((factor_cost(ctx, node, rule, f, limits), key), key, f) for key, f in ties
+        ]
+    finally:
+        ctx.cost = model
+    _, key, factors = min(ranked, key=lambda r: r[0])
+    return key, factors
 
 
 def _record_decision(
