@@ -157,6 +157,7 @@ class Provenance:
     origins: list[Origin] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
+    visits: int = 0  # ops taken off the worklist: the work done, deterministic
 
 
 @dataclass(slots=True)
@@ -865,11 +866,14 @@ class Propagator:
             in_stack = self.in_stack
             for i in range(len(ops)):
                 in_stack[i] = 1
+            visits = 0
             while stack:
                 i = stack.pop()
                 in_stack[i] = 0
+                visits += 1
                 if self._propagate_op(i, stage):
                     changed = True
+            self.prov.visits += visits
             if not changed:
                 break
         self._sync_func_results()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from meshjit.dialects.rules import FactorKind, ShardingRule
@@ -181,22 +179,20 @@ def _chain(n: int) -> Problem:
     return p
 
 
-def _seconds(n: int) -> float:
+def _visits(n: int) -> int:
     p = _chain(n)
-    start = time.process_time()
-    state, _ = propagate(p, record=False)
-    elapsed = time.process_time() - start
+    state, prov = propagate(p, record=False)
     assert state[n] == sh((X,), (Y,))
-    return elapsed
+    return prov.visits
 
 
-def test_linear_time_on_a_deep_chain() -> None:
-    """Time grows linearly with the chain (4x the ops: well under 8x the time),
-    and 20k ops take well under a second of CPU."""
-    small = min(_seconds(5_000) for _ in range(2))
-    large = min(_seconds(20_000) for _ in range(2))
-    assert large < 8 * max(small, 0.01)
-    assert large < 2.0
+def test_linear_work_on_a_deep_chain() -> None:
+    """The work (ops taken off the worklist) grows linearly with the chain and
+    stays a small multiple of its length; no timing here (the bench measures
+    time against module size: `python -m bench`, the scaling section)."""
+    small, large = _visits(5_000), _visits(20_000)
+    assert large <= 4 * small + 100
+    assert large <= 12 * 20_000
 
 
 def test_multi_use_op_waits_for_the_second_stage() -> None:
