@@ -185,7 +185,9 @@ def traced_mesh(text: str) -> tuple[str, MeshModel] | None:
             if not model.axes and model.device_ids is None:
                 continue  # JAX's @empty_mesh for replicated 0-d values
             found.append((sym, model))
-    if len(found) > 1:
+    # jax 0.11 declares the mesh again for a shard_map (`@mesh_0`, the same
+    # axes and devices): one mesh under two names.
+    if len({model for _, model in found}) > 1:
         shown = ", ".join(f"@{n} = {m}" for n, m in found)
         raise ShardingError(
             "the function uses with_sharding_constraint on several meshes "
@@ -229,11 +231,14 @@ def attach_shardings(
     """The module with `sdy.mesh @mesh_name` and `sdy.sharding` on @main."""
     ctx = make_context()
     module = parse_module(text, ctx)
-    axis_less: list[str] = []  # JAX's @empty_mesh: replicated on any mesh
+    axis_less: list[str] = []  # names that become @mesh_name
     with ctx, ir.Location.unknown():
         for op in list(module.body.operations):
             if op.operation.name == "sdy.mesh":
-                if sdy_text.parse_mesh(str(op.attributes["mesh"])) == MeshModel(()):
+                model = sdy_text.parse_mesh(str(op.attributes["mesh"]))
+                if model == MeshModel(()) or model == mesh:
+                    # replicated on any mesh, or the mesh again under another
+                    # name (jax 0.11's shard_map): references become @mesh_name
                     axis_less.append(ir.StringAttr(op.attributes["sym_name"]).value)
                 op.operation.erase()
         mesh_op = ir.Operation.parse(sdy_text.print_mesh_op(mesh_name, mesh))
