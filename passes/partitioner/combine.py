@@ -2,8 +2,10 @@
 once), as XLA's AllReduce/ReduceScatter/AllGather combiners do on HLO.
 
 Runs on the per-device program the partitioner wrote, one block at a time.
-All-reduces, reduce-scatters and all-gathers with the same replica groups,
-reduction and element type, none of which depends on another, become one
+Reduce-scatters, and all-gathers with small results, with the same replica
+groups, reduction and element type, none of which depends on another (the
+rewrite also handles all-reduces, but those are left to XLA's own variadic
+combiner: see COMBINABLE), become one
 collective on their operands side by side: each operand with its collective's
 dim moved first, as `k` rows (the group size) for a reduce-scatter or one
 row otherwise, concatenated along dim 1; each result is cut back out and put
