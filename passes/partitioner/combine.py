@@ -141,7 +141,7 @@ def _ranked(ty: ir.Type) -> ir.RankedTensorType | None:
 
 
 def _key(op: ir.Operation) -> tuple[str, ...] | None:
-    if op.name not in COMBINABLE or len(op.operands) != 1 or len(op.results) != 1:
+    if len(op.operands) != 1 or len(op.results) != 1:
         return None
     tensor = _ranked(op.operands[0].type)
     if tensor is None or not tensor.has_static_shape or math.prod(tensor.shape) == 0:
@@ -172,9 +172,9 @@ def _combine_in(block: ir.Block, limit: int) -> list[Combined]:
     Rewriting moves ops only within a span, so the later groups' plans stay
     valid; the overlapping ones are planned again on the next pass."""
     ops = [o.operation for o in block.operations]
+    keys = [_key(op) if op.name in COMBINABLE else None for op in ops]
     seen: dict[tuple[str, ...], int] = {}
-    for op in ops:
-        key = _key(op) if op.name in COMBINABLE else None
+    for key in keys:
         if key is not None:
             seen[key] = seen.get(key, 0) + 1
     if all(n < 2 for n in seen.values()):
@@ -192,7 +192,7 @@ def _combine_in(block: ir.Block, limit: int) -> list[Combined]:
             j = index.get(owner.operation)
             if j is not None and j < i:
                 mask |= masks[j]
-        key = _key(op)
+        key = keys[i]
         if key is not None:
             # An all-gather counts its result (what combining keeps live).
             value = op.results[0] if op.name == _GATHER else op.operands[0]

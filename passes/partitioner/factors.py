@@ -83,6 +83,37 @@ class FactorLimits:
         return None
 
 
+def split_blocked(
+    rule: ShardingRule, result_shapes: Sequence[tuple[int, ...]]
+) -> tuple[ShardingRule, dict[int, int]]:
+    """The rule table's rule as a handler that makes a blocked dim local
+    itself sees it (dynamic_slice's sliced dims, top_k's row): each blocked
+    factor stays on the operands as a permutation the handler may split
+    (list it in `FactorLimits.movable`), and the results get a new
+    need-replication factor in its place (they are produced whole along it).
+    Returns the rule and, per blocked factor, the operand dim it is on."""
+    blocked = [f for f in range(rule.num_factors) if rule.kind(f) is FactorKind.BLOCKED]
+    sizes = list(rule.sizes)
+    kinds = [rule.kind(f) for f in range(rule.num_factors)]
+    twin: dict[int, int] = {}
+    for f in blocked:
+        kinds[f] = FactorKind.PERMUTATION
+        twin[f] = len(sizes)
+        sizes.append(1)
+        kinds.append(FactorKind.NEED_REPLICATION)
+    results = tuple(
+        tuple(tuple(twin.get(f, f) for f in dim) for dim in tensor)
+        for tensor in rule.results
+    )
+    for tensor, shape in zip(results, result_shapes, strict=True):
+        for dim, size in zip(tensor, shape, strict=True):
+            for f in dim:
+                if f >= rule.num_factors:
+                    sizes[f] = size
+    dims = {f: d for d, fs in enumerate(rule.operands[0]) for f in fs if f in twin}
+    return ShardingRule(tuple(sizes), rule.operands, results, tuple(kinds)), dims
+
+
 def choose_factors(
     ctx: PartitionCtx, node: Node, rule: ShardingRule, limits: FactorLimits
 ) -> list[DimAxes]:

@@ -9,13 +9,14 @@ from collections.abc import Sequence
 
 from meshjit.compiler.graph import Node
 from meshjit.dialects.reshard import DimAxes, axis_stride, coordinate
-from meshjit.dialects.rules import NULL_DIM, FactorKind, RuleBuilder
+from meshjit.dialects.rules import FactorKind
 from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize, zero_text
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
     WindowedFactor,
     choose_factors,
+    split_blocked,
 )
 from meshjit.passes.partitioner.halo import Window
 from meshjit.passes.partitioner.layouts import project, span
@@ -85,23 +86,13 @@ def dynamic_slice(node: Node, ctx: PartitionCtx) -> None:
     elsewhere) and one all-reduce of the bit patterns (every element comes
     from exactly one device) assembles it, exactly. The slice itself is never
     split along such a dim (its start is known only at run time)."""
+    rule = rule_of(ctx, node)
+    if rule is None:
+        run_replicated(ctx, node, "no sharding rule")
+        return
     operand = ctx.graph.value(node.operands[0]).shape or ()
     result = ctx.graph.value(node.results[0]).shape or ()
-    n_ops = len(node.operands)
-    b_rule = RuleBuilder([len(operand), *([0] * (n_ops - 1))], [len(result)])
-    sliced: dict[int, int] = {}  # operand factor -> dim
-    factors = 0
-    for d, size in enumerate(operand):
-        dims = [d] + [NULL_DIM] * (n_ops - 1)
-        if size == result[d]:
-            b_rule.factor(dims, [d], size)
-            factors += 1
-            continue
-        sliced[factors] = d
-        b_rule.factor(dims, [NULL_DIM], size, FactorKind.PERMUTATION)
-        b_rule.factor([NULL_DIM] * n_ops, [d], result[d], FactorKind.NEED_REPLICATION)
-        factors += 2
-    rule = b_rule.build()
+    rule, sliced = split_blocked(rule, [result])
     lop = prepare(ctx, node, rule, FactorLimits(movable=frozenset(sliced), uneven=True))
     split = {d: lop.factors[f] for f, d in sliced.items() if lop.factors[f]}
     out_shape = lop.results[0].shape or ()
@@ -112,11 +103,11 @@ def dynamic_slice(node: Node, ctx: PartitionCtx) -> None:
     b = ctx.b
     x = lop.operands[0]
     block = list(x.ty.shape or ())
-    zero = b.splat(Ty((), x.ty.dtype), zero_text(x.ty.dtype))
     # Pad each split dim by the slice's length on both sides, so a start
     # outside the block still cuts `length` elements (all masked).
-    lows = [result[d] if d in split else 0 for d in range(len(block))]
-    padded = b.pad(x, zero, lows, lows)
+    padded = _zero_padded(
+        ctx, x, [result[d] if d in split else 0 for d in range(len(block))]
+    )
     starts = []
     masks = []
     for d, n in enumerate(operand):
@@ -130,10 +121,16 @@ def dynamic_slice(node: Node, ctx: PartitionCtx) -> None:
         masks.append((d, local, block[d]))
     part = b.dynamic_slice(padded, starts, out_shape)
     mine = _positions_inside(ctx, part.ty, masks)
-    part = b.select(mine, part, b.broadcast(zero, part.ty))
+    part = b.select(mine, part, b.splat(part.ty, zero_text(part.ty.dtype)))
     axes = tuple(a for d in sorted(split) for a in split[d])
     out = _assemble_by_sum(ctx, node, part, axes)
     finish(ctx, node, lop, [out])
+
+
+def _zero_padded(ctx: PartitionCtx, x: Val, widths: Sequence[int]) -> Val:
+    """`x` with `widths[d]` zeros before and after it along each dim d."""
+    zero = ctx.b.splat(Ty((), x.ty.dtype), zero_text(x.ty.dtype))
+    return ctx.b.pad(x, zero, widths, widths)
 
 
 def _clamped_start(ctx: PartitionCtx, index: Val, most: int) -> Val:
@@ -231,11 +228,11 @@ def dynamic_update_slice(node: Node, ctx: PartitionCtx) -> None:
     b = ctx.b
     block, upd = lop.operands[0], lop.operands[1]
     local = list(block.ty.shape or ())
-    zero = b.splat(Ty((), upd.ty.dtype), zero_text(upd.ty.dtype))
     # Pad the update by a block on both sides along each such dim, then cut
     # the block-sized window aligned with this device's block.
-    lows = [local[d] if d in partial else 0 for d in range(len(local))]
-    padded = b.pad(upd, zero, lows, lows)
+    padded = _zero_padded(
+        ctx, upd, [local[d] if d in partial else 0 for d in range(len(local))]
+    )
     starts = []
     masks = []
     for d, n in enumerate(operand):

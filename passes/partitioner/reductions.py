@@ -11,11 +11,10 @@ from collections.abc import Sequence
 from meshjit.compiler.graph import Node
 from meshjit.compiler.op_info import combiner as _combiner
 from meshjit.dialects.reshard import DimAxes
-from meshjit.dialects.rules import NULL_DIM, FactorKind, RuleBuilder
 from meshjit.dialects.stablehlo_rules import REDUCIBLE_COMBINERS
 from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
-from meshjit.passes.partitioner.factors import FactorLimits
+from meshjit.passes.partitioner.factors import FactorLimits, split_blocked
 from meshjit.passes.partitioner.layouts import span
 from meshjit.passes.partitioner.local import (
     emit,
@@ -87,19 +86,18 @@ def top_k(node: Node, ctx: PartitionCtx) -> None:
         run_replicated(ctx, node, "a scalar")
         return
     last = len(operand) - 1
-    b_rule = RuleBuilder([len(operand)], [len(result), len(result)])
-    for d in range(last):
-        b_rule.same_dim(d, operand[d])
-    b_rule.factor([last], [NULL_DIM, NULL_DIM], operand[last], FactorKind.PERMUTATION)
-    b_rule.factor([NULL_DIM], [last, last], result[last], FactorKind.NEED_REPLICATION)
-    rule = b_rule.build()
+    registry = rule_of(ctx, node)
+    if registry is None:
+        run_replicated(ctx, node, "no sharding rule")
+        return
+    rule, row = split_blocked(registry, [result, result])
+    split = next(f for f, d in row.items() if d == last)
     k = result[last]
     counts = [
         n
         for n in range(2, ctx.mesh.size + 1)
         if ctx.mesh.size % n == 0 and operand[last] % n == 0 and operand[last] // n >= k
     ]
-    split = rule.num_factors - 2
     if not counts:
         emit(ctx, node, prepare(ctx, node, rule, FactorLimits()))
         return
