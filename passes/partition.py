@@ -44,9 +44,9 @@ class PartitionPass(ModulePass):
     # The cost model choices are weighed with: "cpu", "gpu", or a JSON file
     # from `python -m meshjit.calibrate` (CLI: partition{cost=gpu}).
     cost: str = "cpu"
-    # Independent all-reduces/reduce-scatters/all-gathers of the same groups
-    # written as one (partitioner/combine.py); partition{combine=false} keeps
-    # one collective per reshard.
+    # Independent reduce-scatters and small all-gathers of the same groups
+    # written as one (partitioner/combine.py; all-reduces are left to XLA's
+    # own combiner); partition{combine=false} keeps one per reshard.
     combine: bool = True
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:

@@ -202,6 +202,14 @@ class Builder:
     def splat(self, ty: Ty, literal: str) -> Val:
         return self.constant(ty, f"dense<{literal}> : {ty.text}")
 
+    def zeros(self, ty: Ty) -> Val:
+        """Zeros (false) of type `ty`."""
+        return self.splat(ty, zero_text(ty.dtype))
+
+    def pad_zeros(self, a: Val, low: Sequence[int], high: Sequence[int]) -> Val:
+        """`a` with `low[d]` zeros before and `high[d]` after it along dim d."""
+        return self.pad(a, self.zeros(Ty((), a.ty.dtype)), low, high)
+
     def ints(self, values: Sequence[int]) -> Val:
         ty = Ty((len(values),), "i32")
         return self.constant(ty, f"dense<[{', '.join(map(str, values))}]> : {ty.text}")

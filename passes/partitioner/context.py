@@ -41,7 +41,6 @@ from meshjit.passes.partitioner.builder import (
     Val,
     groups_attr,
     itemsize,
-    zero_text,
 )
 from meshjit.passes.partitioner.cost import CostModel, op_flops, reshard_seconds
 from meshjit.passes.partitioner.layouts import (
@@ -349,8 +348,7 @@ class PartitionCtx:
                 max(0, n - have) for n, have in zip(need, local_before, strict=True)
             ]
             if any(short):
-                zero = self.b.splat(Ty((), dtype), zero_text(dtype))
-                a = self.b.pad(a, zero, [0] * len(short), short)
+                a = self.b.pad_zeros(a, [0] * len(short), short)
             starts = [
                 self.dim_offset(added, local_after[d])
                 for d, added in enumerate(step.added)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from meshjit.compiler.graph import Graph, Node
 from meshjit.dialects.rules import NULL_DIM, FactorKind, RuleBuilder, ShardingRule
-from meshjit.passes.partitioner.builder import Ty, Val, i64, padding_attr, zero_text
+from meshjit.passes.partitioner.builder import Ty, Val, i64, padding_attr
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import FactorLimits, WindowedFactor
 from meshjit.passes.partitioner.halo import Window
@@ -38,7 +38,7 @@ def dot_general(node: Node, ctx: PartitionCtx) -> None:
 
 
 def _zero(ctx: PartitionCtx, like: Val) -> Val:
-    return ctx.b.splat(Ty((), like.ty.dtype), zero_text(like.ty.dtype))
+    return ctx.b.zeros(Ty((), like.ty.dtype))
 
 
 @dataclass(frozen=True, slots=True)

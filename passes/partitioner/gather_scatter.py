@@ -209,7 +209,7 @@ def _local_scatter(
     high = [
         1 if (d in index_map and operand_layout[d]) else 0 for d in range(len(local))
     ]
-    fill = b.splat(Ty((), operand.dtype), zero_text(operand.dtype))
+    fill = b.zeros(Ty((), operand.dtype))
     padded = b.pad(block, fill, [0] * len(local), high)
     region = ctx.verbatim_region(node.regions[0][0])
     scattered = b.op1(

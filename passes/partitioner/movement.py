@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from meshjit.compiler.graph import Node
 from meshjit.dialects.reshard import DimAxes, axis_stride, coordinate
 from meshjit.dialects.rules import FactorKind
-from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize, zero_text
+from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
@@ -105,9 +105,8 @@ def dynamic_slice(node: Node, ctx: PartitionCtx) -> None:
     block = list(x.ty.shape or ())
     # Pad each split dim by the slice's length on both sides, so a start
     # outside the block still cuts `length` elements (all masked).
-    padded = _zero_padded(
-        ctx, x, [result[d] if d in split else 0 for d in range(len(block))]
-    )
+    widths = [result[d] if d in split else 0 for d in range(len(block))]
+    padded = b.pad_zeros(x, widths, widths)
     starts = []
     masks = []
     for d, n in enumerate(operand):
@@ -121,16 +120,10 @@ def dynamic_slice(node: Node, ctx: PartitionCtx) -> None:
         masks.append((d, local, block[d]))
     part = b.dynamic_slice(padded, starts, out_shape)
     mine = _positions_inside(ctx, part.ty, masks)
-    part = b.select(mine, part, b.splat(part.ty, zero_text(part.ty.dtype)))
+    part = b.select(mine, part, b.zeros(part.ty))
     axes = tuple(a for d in sorted(split) for a in split[d])
     out = _assemble_by_sum(ctx, node, part, axes)
     finish(ctx, node, lop, [out])
-
-
-def _zero_padded(ctx: PartitionCtx, x: Val, widths: Sequence[int]) -> Val:
-    """`x` with `widths[d]` zeros before and after it along each dim d."""
-    zero = ctx.b.splat(Ty((), x.ty.dtype), zero_text(x.ty.dtype))
-    return ctx.b.pad(x, zero, widths, widths)
 
 
 def _clamped_start(ctx: PartitionCtx, index: Val, most: int) -> Val:
@@ -230,9 +223,8 @@ def dynamic_update_slice(node: Node, ctx: PartitionCtx) -> None:
     local = list(block.ty.shape or ())
     # Pad the update by a block on both sides along each such dim, then cut
     # the block-sized window aligned with this device's block.
-    padded = _zero_padded(
-        ctx, upd, [local[d] if d in partial else 0 for d in range(len(local))]
-    )
+    widths = [local[d] if d in partial else 0 for d in range(len(local))]
+    padded = b.pad_zeros(upd, widths, widths)
     starts = []
     masks = []
     for d, n in enumerate(operand):

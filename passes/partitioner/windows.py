@@ -25,7 +25,6 @@ from meshjit.passes.partitioner.builder import (
     i64_array,
     itemsize,
     padding_attr,
-    zero_text,
 )
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import (
@@ -125,11 +124,7 @@ def gather_window(
     # the garbage of an uneven split's last block: set it to the padding.
     uneven = plan.size % plan.n != 0
     if plan.reaches_outside and (pad is not None or uneven):
-        fill = (
-            pad
-            if pad is not None
-            else ctx.b.splat(Ty((), x.ty.dtype), zero_text(x.ty.dtype))
-        )
+        fill = pad if pad is not None else ctx.b.zeros(Ty((), x.ty.dtype))
         window = _mask_outside(ctx, window, dim, axes, plan, fill)
     return window
 
@@ -292,7 +287,7 @@ def _filled(ctx: PartitionCtx, x: Val, dim: int, length: int, pad: Val | None) -
 
 def _fill(ctx: PartitionCtx, ty: Ty, pad: Val | None) -> Val:
     if pad is None:
-        return ctx.b.splat(ty, zero_text(ty.dtype))
+        return ctx.b.zeros(ty)
     return ctx.b.broadcast(pad, ty)
 
 
@@ -350,7 +345,7 @@ def _cut_window(
         lows = [low if d == dim else 0 for d in range(len(shape))]
         highs = [high if d == dim else 0 for d in range(len(shape))]
         dtype = full.ty.dtype
-        value = pad if pad is not None else b.splat(Ty((), dtype), zero_text(dtype))
+        value = pad if pad is not None else b.zeros(Ty((), dtype))
         full = b.pad(full, value, lows, highs)
     offset = b.binary(
         "stablehlo.add", window_start(ctx, axes, plan), ctx.const_i32(low)
@@ -731,7 +726,7 @@ def select_and_scatter(node: Node, ctx: PartitionCtx) -> None:
         return
     b = ctx.b
     pick = b.splat(Ty((), operand.dtype), fill or "0")
-    zero = b.splat(Ty((), operand.dtype), zero_text(operand.dtype))
+    zero = b.zeros(Ty((), operand.dtype))
     for f, sw in plans.items():
         axes = lop.factors[f]
         lop.operands[0] = gather_window(

@@ -488,13 +488,12 @@ class _Builder:
         self.op_sharding_attr(node, results)
         rule = None if op == "sdy.reshard" else self.rule(node)
         if rule is not None:
-            # A broadcast_in_dim that only adds size-1 dims is a reshape: it
-            # copies nothing, so it propagates as one (jax writes
-            # x[..., None] so; XLA's simplifier turns it into a reshape
-            # before its Shardy runs).
-            broadcast = op == "stablehlo.broadcast_in_dim" and not _adds_unit_dims(
-                self.g, node
-            )
+            # A broadcast_in_dim that only adds size-1 dims copies nothing: it
+            # is scheduled as the reshape it is (jax writes x[..., None] so;
+            # XLA's simplifier makes it a reshape before its Shardy runs).
+            scheduled_as = op
+            if op == "stablehlo.broadcast_in_dim" and _adds_unit_dims(self.g, node):
+                scheduled_as = "stablehlo.reshape"
             self.add_op(
                 POp(
                     op,
@@ -503,11 +502,9 @@ class _Builder:
                     rule,
                     OpKind.RULE,
                     elementwise=_is_elementwise(op),
-                    stage0=BOTH
-                    if op == "stablehlo.broadcast_in_dim" and not broadcast
-                    else _stage0(op),
+                    stage0=_stage0(scheduled_as),
                     multi_use=self.multi_use(node),
-                    broadcast=broadcast,
+                    broadcast=scheduled_as == "stablehlo.broadcast_in_dim",
                     loc=node.loc,
                     node=node.id,
                 ),
