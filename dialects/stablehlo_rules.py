@@ -223,9 +223,15 @@ def _top_k(op: OpInfo) -> ShardingRule:
     """Batch dims pass through; the top-k dim needs the whole row.
 
     Shardy has no chlo rules (XLA legalizes chlo before Shardy runs); this is
-    the rule Shardy gives the `mhlo.topk` custom call.
+    the rule Shardy gives the `mhlo.topk` custom call, except that the row is
+    blocked even when k is the whole row (a top_k then sorts it: a block's
+    top k is not the top k's block).
     """
-    return _dims_match_or_blocked(op)
+    operand = op.operand_shapes[0]
+    b = RuleBuilder.for_op(op)
+    for d, size in enumerate(operand):
+        b.same_dim(d, size, BLOCKED if d == len(operand) - 1 else PASS)
+    return b.build()
 
 
 def _dims_match_or_blocked(op: OpInfo) -> ShardingRule:

@@ -128,6 +128,20 @@ def test_top_k_merges_block_candidates(mesh: str, spec: P) -> None:
     assert max(c.bytes_per_device for c in compiled.report.collectives) < 16 * 5 * 8 * 4
 
 
+def test_top_k_of_the_whole_row_sorts_it() -> None:
+    """k = the row's length: top_k sorts the row, so a split row is not
+    split in the result (the fuzzer found the row taken for a plain dim)."""
+    x = np.random.default_rng(4).standard_normal((8, 16)).astype(np.float32)
+
+    def fn(x: jax.Array) -> Any:
+        return jax.lax.top_k(x, 16)
+
+    run(lambda x: fn(x)[0], x, "8", P(None, "x"))
+    run(lambda x: fn(x)[1], x, "8", P(None, "x"))
+    one = np.array([2.0], np.float32)
+    run(lambda x: jax.lax.top_k(x, 1)[0], one, "8", P())  # a one-element row
+
+
 def test_fft_along_split_dim_transposes_by_all_to_all() -> None:
     """An FFT needs its transformed dim whole; with another dim free to take
     the axes and an operand large enough that moving blocks beats gathering
