@@ -105,3 +105,85 @@ def compile_spmd(
 def kept_argument_indices(lowered: Any) -> frozenset[int]:
     """Indices of the flat arguments jax kept as @main arguments (keep_unused)."""
     return frozenset(lowered._lowering.compile_args["kept_var_idx"])
+
+
+# --- jax's C++ dispatch (the per-call fast path) ---------------------------------
+
+_DISPATCH_CAPACITY = 4096
+
+
+def _array_type() -> type:
+    from jaxlib import xla_client as xc
+
+    return xc.ArrayImpl  # type: ignore[no-any-return]
+
+
+ARRAY_TYPE: Any = _array_type()  # jax.Array's concrete class (not tracers)
+_dispatch_cache: list[Any] = []
+
+
+def cpp_dispatcher(
+    name: str,
+    cache_miss: Any,
+    static_argnums: tuple[int, ...],
+    static_argnames: tuple[str, ...],
+) -> Any:
+    """jax's C++ `PjitFunction` in front of `cache_miss`.
+
+    A call whose argument signature (pytree, static values and their types,
+    shapes, dtypes, weak types, committed shardings, jax's jit-keyed configs)
+    was seen before runs the cached executable in C++; any other call goes to
+    `cache_miss(*args, **kwargs)`, which returns `(outputs, fastpath_data or
+    None, False)`. With no function given the dispatcher keeps its own cache
+    (it dies with the dispatcher) and refuses `jax.disable_jit()` with a
+    ValueError, which the caller handles.
+    """
+    from jax._src import tree_util
+    from jax._src.interpreters import pxla
+    from jax._src.lib import _jax  # type: ignore[attr-defined]
+
+    if not _dispatch_cache:
+        _dispatch_cache.append(_jax.PjitFunctionCache(capacity=_DISPATCH_CAPACITY))
+    return _jax.pjit(
+        name,
+        None,
+        cache_miss,
+        list(static_argnums),
+        list(static_argnames),
+        (),  # the cache key: unused without a function
+        tree_util.dispatch_registry,
+        pxla.cc_shard_arg,
+        _dispatch_cache[0],
+    )
+
+
+def fastpath_data(
+    loaded_executable: Any,
+    out_tree: Any,
+    out_flat: list[Any],
+    kept: list[bool],
+    in_shardings: list[Any],
+) -> Any | None:
+    """What jax's C++ dispatch needs to run `loaded_executable` again without
+    Python: the kept-argument mask over the flat dynamic arguments, the target
+    sharding of each kept argument (others are `device_put` there), and the
+    outputs' avals, shardings and pytree as this call produced them. None when
+    an output is not a plain jax array (the call then stays on the Python path).
+    """
+    from jax._src.interpreters import pxla
+    from jaxlib import xla_client as xc
+
+    flat, tree = pxla.reflatten_outputs_for_dispatch(out_tree, out_flat)
+    if not all(type(x) is xc.ArrayImpl for x in flat):
+        return None
+    return pxla.MeshExecutableFastpathData(
+        loaded_executable,
+        tree,
+        list(in_shardings),
+        [x.sharding for x in flat],
+        [x.aval for x in flat],
+        [x._committed for x in flat],
+        list(kept),
+        [None] * len(in_shardings),
+        [],
+    )

@@ -53,9 +53,10 @@ class CompileKey:
 class CacheInfo:
     traces: int
     compiles: int
-    hits: int
+    hits: int  # calls that found their executable, `fast` among them
     size: int  # executables held
     log: tuple[str, ...]  # why each miss happened, oldest first
+    fast: int = 0  # hits that jax's C++ dispatch ran without reaching Python
 
 
 def _aval_text(aval: tuple[tuple[int, ...], str, bool]) -> str:

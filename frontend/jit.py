@@ -11,6 +11,7 @@ at each call, cache traces and executables (`cache_info()`), and raise
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import types
@@ -37,6 +38,7 @@ from meshjit.frontend.args import (
     resolve_argspec,
 )
 from meshjit.frontend.cache import CacheInfo, CompileKey, JitCache, TraceKey
+from meshjit.frontend.dispatch import Dispatcher
 from meshjit.frontend.mesh import Mesh, current_mesh
 from meshjit.frontend.sharding import (
     NamedSharding,
@@ -160,19 +162,50 @@ class JitFunction:
         self._compiler_options = dict(compiler_options) if compiler_options else None
         self._name = getattr(fun, "__name__", None) or type(fun).__name__
         self._cache = JitCache(f"{api}({self._name})")
+        self._dispatchers: dict[Mesh | None, Dispatcher] = {}
         functools.update_wrapper(self, fun)
 
     # -- public API ------------------------------------------------------------------
 
-    @_user_errors
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # pytest: show the user's frames
+        # jax's C++ dispatch does not see meshjit's own `with mesh:` context,
+        # so each context mesh has its own dispatcher.
+        mesh = current_mesh()
+        dispatch = self._dispatchers.get(mesh)
+        if dispatch is None:
+            dispatch = self._dispatcher(mesh)
+        try:
+            return dispatch(*args, **kwargs)
+        except MeshjitError as err:
+            raise _filtered(err) from None
+
+    def _dispatcher(self, mesh: Mesh | None) -> Dispatcher:
+        spec = self._argspec
+        made = Dispatcher(
+            self._name,
+            self._python_call,
+            spec.static_argnums,
+            spec.static_argnames,
+            donates=bool(spec.donate_argnums or spec.donate_argnames),
+        )
+        return self._dispatchers.setdefault(mesh, made)  # atomic: one per mesh
+
+    def _python_call(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[Any, Any]:
+        """One call on the Python path: outputs, and what lets jax's C++
+        dispatch repeat it (None for calls it must not cache)."""
+        if jax.config.jax_disable_jit:  # type: ignore[attr-defined]
+            return self._fun(*args, **kwargs), None
         if _has_tracer((args, kwargs)):
-            return self._nested(args, kwargs)
+            return self._nested(args, kwargs), None
         prepared = self._prepare(args, kwargs)
         compiled = self._cache.compiled(
             prepared.compile_key, lambda: self._lower(prepared).compile()
         )
-        return compiled.run_leaves(prepared.flat)
+        outs = compiled.run_leaves(prepared.flat)
+        return outs, compiled.fastpath_data(outs)
 
     @_user_errors
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
@@ -190,10 +223,18 @@ class JitFunction:
         return self._traced(prepared).out_info
 
     def cache_info(self) -> CacheInfo:
-        """Traces, compiles and hits so far, and why each miss happened."""
-        return self._cache.info()
+        """Traces, compiles and hits so far, and why each miss happened.
+
+        Hits count calls that found their executable: in meshjit's cache or,
+        without reaching Python, in jax's C++ dispatch."""
+        found = self._cache.info()
+        fast = sum(d.fast_calls for d in list(self._dispatchers.values()))
+        return dataclasses.replace(found, hits=found.hits + fast, fast=fast)
 
     def clear_cache(self) -> None:
+        for dispatch in list(self._dispatchers.values()):
+            dispatch.clear()
+        self._dispatchers.clear()
         self._cache.clear()
 
     def _cache_size(self) -> int:

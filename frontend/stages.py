@@ -19,6 +19,7 @@ import jax
 import numpy as np
 from jax.tree_util import PyTreeDef
 
+from meshjit.compiler import bridge
 from meshjit.compiler.diagnostics import DiagnosticError, Diagnostics
 from meshjit.compiler.ir import make_context, parse_module, print_module
 from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipeline
@@ -27,6 +28,7 @@ from meshjit.compiler.spmd import compile_module
 from meshjit.dialects.sharding import TensorSharding
 from meshjit.errors import JitArgumentError, ShardingError
 from meshjit.frontend.args import CallForm, describe_aval
+from meshjit.frontend.dispatch import Dispatcher
 from meshjit.frontend.resolve import Placement
 from meshjit.frontend.sharding import NamedSharding
 from meshjit.frontend.trace import (
@@ -298,6 +300,7 @@ class Compiled:
             if inputs.placement.single_device
             else None
         )
+        self._dispatch: Dispatcher | None = None
 
     def _use_user_spelling(self, placement: Placement) -> None:
         """Outputs carry out_shardings as written (JAX does), and propagated
@@ -379,6 +382,25 @@ class Compiled:
     # -- running -----------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # pytest: show the user's frames
+        dispatch = self._dispatch
+        if dispatch is None:
+            dispatch = self._dispatch = Dispatcher(
+                self._lowered.inputs.fun_name,
+                self._checked_call,
+                donates=any(self._lowered.inputs.donated),
+            )
+        return dispatch(*args, **kwargs)
+
+    def _checked_call(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[Any, Any]:
+        outs = self.run_leaves(self._checked_leaves(args, kwargs))
+        return outs, self.fastpath_data(outs)
+
+    def _checked_leaves(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> list[Any]:
         inputs = self._lowered.inputs
         entries = inputs.form.entries
         positional = [e for e in entries if e.keyword is None]
@@ -419,7 +441,24 @@ class Compiled:
                         f"committed to {_short(own)} but the function was compiled "
                         f"for {_short(target)}; jax.device_put it first"
                     )
-        return self.run_leaves(flat)
+        return flat
+
+    def fastpath_data(self, outs: Any) -> Any:
+        """What jax's C++ dispatch needs to repeat a call that returned `outs`
+        without Python (see frontend/dispatch.py); None keeps such calls on the
+        Python path (zero-size outputs, which `_assemble` rebuilds)."""
+        inputs = self._lowered.inputs
+        flat, tree = jax.tree_util.tree_flatten(outs)
+        if any(0 in getattr(o, "shape", ()) for o in flat):
+            return None
+        kept = set(inputs.traced.kept)
+        return bridge.fastpath_data(
+            self._spmd.executable.executable,
+            tree,
+            flat,
+            [i in kept for i in range(len(inputs.leaves))],
+            [self._targets[k] for k in inputs.traced.kept],
+        )
 
     def run_leaves(self, flat: Sequence[Any]) -> Any:
         """Runs on the flat dynamic argument leaves (already checked by the caller)."""

@@ -1,0 +1,104 @@
+"""The per-call fast path: jax's C++ dispatch in front of meshjit's Python call.
+
+A jitted function's first call with a given argument signature runs meshjit's
+Python path (bind, check, trace, compile, place, run) and hands the C++
+dispatcher what it needs to repeat that call without Python: the executable,
+which flat arguments it keeps, each kept argument's target sharding and the
+outputs' avals, shardings and pytree. Later calls with the same signature
+(pytree, static values and types, shapes, dtypes, committed shardings, jax's
+jit-keyed configs) do one flatten, one sharding check per leaf and one
+execute in C++, as `jax.jit` does. Anything else goes to the Python path, so
+every argument error stays the Python path's clear message: a signature the
+Python path refused is never cached, and calls the C++ path cannot take (a
+deleted or donated argument, a donated buffer passed twice, jax.disable_jit())
+run the Python path, which says what is wrong.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+
+from meshjit.compiler import bridge
+
+# (outputs, fastpath data or None) for one call's (args, kwargs)
+SlowCall = Callable[[Sequence[Any], Mapping[str, Any]], tuple[Any, Any]]
+
+
+class _Raised(threading.local):
+    error: BaseException | None = None
+
+
+_RAISED = _Raised()
+_ARRAY = bridge.ARRAY_TYPE
+_leaves = jax.tree_util.tree_leaves
+
+
+class Dispatcher:
+    """One C++ dispatcher and the Python call path behind it."""
+
+    __slots__ = ("_cpp", "_donates", "_slow", "calls", "slow_calls")
+
+    def __init__(
+        self,
+        name: str,
+        slow: SlowCall,
+        static_argnums: tuple[int, ...] = (),
+        static_argnames: tuple[str, ...] = (),
+        donates: bool = False,
+    ) -> None:
+        self._slow = slow
+        self._donates = donates
+        self._cpp = bridge.cpp_dispatcher(
+            name, self._cache_miss, static_argnums, static_argnames
+        )
+        self.calls = 0
+        self.slow_calls = 0
+
+    def _cache_miss(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, bool]:
+        self.slow_calls += 1
+        try:
+            outs, data = self._slow(args, kwargs)
+        except BaseException as err:
+            _RAISED.error = err
+            raise
+        return outs, data, False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # pytest: show the user's frames
+        self.calls += 1
+        # jaxlib 0.10.2 crashes the process (a segmentation fault, for jax.jit
+        # too) when an argument's buffer was deleted or donated, or when a
+        # buffer is donated and passed again: such calls take the Python path.
+        leaves = _leaves((args, kwargs))
+        for x in leaves:
+            if type(x) is _ARRAY and x.is_deleted():
+                return self._python(args, kwargs)
+        if self._donates:
+            arrays = [id(x) for x in leaves if type(x) is _ARRAY]
+            if len(set(arrays)) != len(arrays):
+                return self._python(args, kwargs)
+        try:
+            return self._cpp(*args, **kwargs)
+        except Exception as err:
+            if _RAISED.error is err:
+                _RAISED.error = None
+                raise
+            # The C++ path refused the call before running it (under
+            # jax.disable_jit(), for one): the Python path runs it or says why.
+            return self._python(args, kwargs)
+
+    def _python(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self.slow_calls += 1
+        outs, _ = self._slow(args, kwargs)
+        return outs
+
+    @property
+    def fast_calls(self) -> int:
+        return self.calls - self.slow_calls
+
+    def clear(self) -> None:
+        self._cpp._clear_cache()
