@@ -66,20 +66,9 @@ _BUILD_OPTION_NAMES = (
 # --- compiling and running per-device (already partitioned) programs ---------
 
 
-def compile_spmd(
-    text: str,
-    devices: tuple[Any, ...],
-    compiler_options: Mapping[str, Any] | None = None,
+def _spmd_options(
+    devices: tuple[Any, ...], compiler_options: Mapping[str, Any] | None
 ) -> Any:
-    """Compiles a per-device module (body = sdy.manual_computation over all axes)
-    for `devices`, partition i on devices[i]; returns PJRT's loaded executable.
-
-    XLA's SPMD partitioner sees only manual (already partitioned) code, so it
-    adds no collectives of its own. `compiler_options` are XLA options (e.g.
-    `{"xla_cpu_enable_fast_math": True}`), set as jax does: build-option names
-    on the build options, the rest as environment option overrides; XLA checks
-    names and values and raises `JaxRuntimeError` for a bad one.
-    """
     import numpy as np
     from jaxlib import xla_client as xc
 
@@ -96,7 +85,57 @@ def compile_spmd(
         if name in overrides:
             setattr(build, name, overrides.pop(name))
     options.env_option_overrides = list(overrides.items())
+    return options
+
+
+def compile_spmd(
+    text: str,
+    devices: tuple[Any, ...],
+    compiler_options: Mapping[str, Any] | None = None,
+) -> Any:
+    """Compiles a per-device module (body = sdy.manual_computation over all axes)
+    for `devices`, partition i on devices[i]; returns PJRT's loaded executable.
+
+    XLA's SPMD partitioner sees only manual (already partitioned) code, so it
+    adds no collectives of its own. `compiler_options` are XLA options (e.g.
+    `{"xla_cpu_enable_fast_math": True}`), set as jax does: build-option names
+    on the build options, the rest as environment option overrides; XLA checks
+    names and values and raises `JaxRuntimeError` for a bad one.
+    """
+    from jaxlib import xla_client as xc
+
+    options = _spmd_options(devices, compiler_options)
     return backend().compile_and_load(text, xc.DeviceList(devices), options)
+
+
+def serialize_executable(executable: Any) -> bytes:
+    """PJRT's serialized form of a loaded executable (what jax's persistent
+    compilation cache stores)."""
+    return bytes(executable.serialize())
+
+
+def deserialize_spmd(
+    data: bytes,
+    devices: tuple[Any, ...],
+    compiler_options: Mapping[str, Any] | None = None,
+) -> Any:
+    """A loaded executable from `serialize_executable`'s bytes, for the same
+    devices and options `compile_spmd` was given."""
+    from jaxlib import xla_client as xc
+
+    options = _spmd_options(devices, compiler_options)
+    return backend().deserialize_executable(data, xc.DeviceList(devices), options)
+
+
+def jaxlib_version() -> str:
+    import jaxlib.version
+
+    return str(jaxlib.version.__version__)
+
+
+def platform_version() -> str:
+    """The PJRT plugin's version string (part of what an executable depends on)."""
+    return str(backend().platform_version)
 
 
 # --- what jax's lowering kept ---------------------------------------------------

@@ -362,6 +362,7 @@ class _Reader:
         self.ids: dict[ir.Value[ir.Type], int] = {}
         self.symbols: dict[str, int] = {}
         self.loc_cache: dict[str, SourceLoc] = {}
+        self.loc_by_attr: dict[ir.Attribute, SourceLoc] = {}
         # MLIR attributes are uniqued too: equal ones convert once, and ops
         # that share an attribute share its (immutable) Python value
         self.attr_cache: dict[ir.Attribute, object] = {}
@@ -370,11 +371,17 @@ class _Reader:
         self.depth = 0
 
     def loc(self, loc: ir.Location) -> SourceLoc:
-        text = str(loc)
-        cached = self.loc_cache.get(text)
+        # Locations are uniqued attributes: one printed (a call-site chain of
+        # JAX's can be long) and parsed once however many ops share it.
+        key = loc.attr
+        cached = self.loc_by_attr.get(key)
         if cached is None:
-            cached = parse_loc_text(text, self.source_name)
-            self.loc_cache[text] = cached
+            text = str(loc)
+            cached = self.loc_cache.get(text)
+            if cached is None:
+                cached = parse_loc_text(text, self.source_name)
+                self.loc_cache[text] = cached
+            self.loc_by_attr[key] = cached
         return cached
 
     def new_value(
@@ -566,6 +573,71 @@ def _read(
         keep_attr_text,
     )
     return graph, reader.handles
+
+
+@dataclass(frozen=True, slots=True)
+class FuncInterface:
+    """A function's signature and argument/result attributes, without its body."""
+
+    arg_types: tuple[Value, ...]  # owner -1, index = position
+    result_types: tuple[Value, ...]
+    arg_attrs: tuple[Mapping[str, AttrValue], ...]
+    res_attrs: tuple[Mapping[str, AttrValue], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Interface:
+    """A module's top-level symbols read without walking any function body:
+    what the frontend needs between passes (meshes, @main's signature and its
+    argument/result shardings) at a small fraction of `read_graph`'s cost."""
+
+    meshes: tuple[tuple[str, Opaque], ...]  # (sym_name, the mesh attribute)
+    funcs: Mapping[str, FuncInterface]
+
+
+def read_interface(module: ir.Module, source_name: str = "-") -> Interface:
+    reader = _Reader(source_name, False)
+    meshes: list[tuple[str, Opaque]] = []
+    funcs: dict[str, FuncInterface] = {}
+    for top in module.body.operations:
+        op = top.operation
+        attrs = op.attributes
+        if op.name == "sdy.mesh":
+            mesh = convert_attr(attrs["mesh"])
+            sym = convert_attr(attrs["sym_name"])
+            if isinstance(mesh, Opaque) and isinstance(sym, str):
+                meshes.append((sym, mesh))
+        elif op.name == "func.func":
+            name = convert_attr(attrs["sym_name"])
+            ftype = ir.FunctionType(ir.TypeAttr(attrs["function_type"]).value)
+            loc = reader.loc(op.location)
+            inputs, results = list(ftype.inputs), list(ftype.results)
+            if isinstance(name, str):
+                funcs[name] = FuncInterface(
+                    _signature_values(inputs, loc),
+                    _signature_values(results, loc),
+                    _entries(attrs, "arg_attrs", len(inputs)),
+                    _entries(attrs, "res_attrs", len(results)),
+                )
+    return Interface(tuple(meshes), MappingProxyType(funcs))
+
+
+def _signature_values(types: list[ir.Type], loc: SourceLoc) -> tuple[Value, ...]:
+    out = []
+    for i, t in enumerate(types):
+        shape, dtype = _shape_of(t)
+        out.append(Value(i, str(t), shape, dtype, -1, i, loc))
+    return tuple(out)
+
+
+def _entries(
+    attrs: ir.OpAttributeMap, key: str, count: int
+) -> tuple[Mapping[str, AttrValue], ...]:
+    found = convert_attr(attrs[key]) if key in attrs else ()
+    listed = found if isinstance(found, tuple) else ()
+    empty: Mapping[str, AttrValue] = MappingProxyType({})
+    padded = (*listed, *([empty] * (count - len(listed))))
+    return tuple(e if isinstance(e, Mapping) else empty for e in padded)
 
 
 @dataclass(slots=True)

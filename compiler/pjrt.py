@@ -81,14 +81,21 @@ class PartitionedExecutable:
         self,
         text: str,
         mesh: MeshModel,
-        devices: Sequence[Any],
         outputs: Sequence[OutputSpec],
+        devices: Sequence[Any],
         compiler_options: Mapping[str, Any] | None = None,
+        loaded: Any = None,
     ) -> None:
+        """Compiles `text` for `devices`, or wraps `loaded` (an executable
+        compiled from it before, deserialized)."""
         self.mesh = mesh
         self.devices = devices_by_position(mesh, devices)
         self.outputs = tuple(outputs)
-        self.executable = bridge.compile_spmd(text, self.devices, compiler_options)
+        self.executable = (
+            loaded
+            if loaded is not None
+            else bridge.compile_spmd(text, self.devices, compiler_options)
+        )
         self.out_shardings = tuple(
             jax_sharding(mesh, self.devices, o.layout) for o in self.outputs
         )

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshjit.compiler.diagnostics import Diagnostics
-from meshjit.compiler.graph import Graph, Opaque, read_graph
-from meshjit.compiler.ir import make_context, parse_module, print_module
+from meshjit.compiler.graph import Opaque, read_interface
+from meshjit.compiler.ir import ir, make_context, parse_module, print_module
 from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipeline
 from meshjit.compiler.pjrt import OutputSpec, PartitionedExecutable
 from meshjit.dialects.sdy_text import parse_mesh, parse_sharding
+from meshjit.dialects.sharding import MeshModel
 from meshjit.errors import ShardingError
 from meshjit.passes.partition import PartitionReport
 
@@ -52,31 +53,47 @@ def compile_module(
     stages = parse_pipeline(pipeline, ctx)
     diags = run_pipeline(stages, module, source_name, Instrumentation(reports=reports))
     partitioned = print_module(module)
-    graph = read_graph(module, source_name)
-    meshes = [n for n in graph.walk() if n.op == "sdy.mesh"]
-    if len(meshes) != 1:
-        raise ShardingError("the partitioned module must define exactly one sdy.mesh")
-    mesh_attr = meshes[0].attrs["mesh"]
-    assert isinstance(mesh_attr, Opaque)
-    mesh = parse_mesh(mesh_attr.text)
-    main = graph.node(graph.symbols["main"])
-    outputs = []
-    res_attrs = main.attrs.get("res_attrs") or ()
-    assert isinstance(res_attrs, tuple)
-    for entry, vid in zip(res_attrs, _returned(graph, main.id), strict=True):
-        sharding = entry.get("sdy.sharding")  # type: ignore[union-attr]
-        assert isinstance(sharding, Opaque)
-        layout = tuple(tuple(d.axes) for d in parse_sharding(sharding.text).dims)
-        shape = graph.value(vid).shape
-        assert shape is not None
-        outputs.append(OutputSpec(shape, layout))
     executable = PartitionedExecutable(
-        partitioned, mesh, devices, outputs, compiler_options
+        partitioned,
+        *_interface(module, source_name),
+        devices,
+        compiler_options=compiler_options,
     )
     return Compiled(executable, partitioned, diags)
 
 
-def _returned(graph: Graph, main_id: int) -> list[int]:
-    main = graph.node(main_id)
-    last = graph.node(main.regions[0][0].nodes[-1])
-    return list(last.operands)
+def load_compiled(
+    partitioned: str,
+    report: PartitionReport,
+    devices: Sequence[Any],
+    loaded: Any,
+) -> Compiled:
+    """A `Compiled` from what an earlier compile produced: the partitioned text,
+    its report and PJRT's executable (deserialized from the persistent cache)."""
+    module = parse_module(partitioned, make_context(), "<cache>")
+    executable = PartitionedExecutable(
+        partitioned, *_interface(module, "<cache>"), devices, loaded=loaded
+    )
+    diags = Diagnostics()
+    diags.payloads["partition"] = report
+    return Compiled(executable, partitioned, diags)
+
+
+def _interface(
+    module: ir.Module, source_name: str
+) -> tuple[MeshModel, list[OutputSpec]]:
+    """The partitioned module's mesh and each result's global shape and layout
+    (read from @main's signature, not its body)."""
+    interface = read_interface(module, source_name)
+    if len(interface.meshes) != 1:
+        raise ShardingError("the partitioned module must define exactly one sdy.mesh")
+    mesh = parse_mesh(interface.meshes[0][1].text)
+    main = interface.funcs["main"]
+    outputs = []
+    for entry, result in zip(main.res_attrs, main.result_types, strict=True):
+        sharding = entry.get("sdy.sharding")
+        assert isinstance(sharding, Opaque)
+        layout = tuple(tuple(d.axes) for d in parse_sharding(sharding.text).dims)
+        assert result.shape is not None
+        outputs.append(OutputSpec(result.shape, layout))
+    return mesh, outputs

@@ -19,12 +19,12 @@ import jax
 import numpy as np
 from jax.tree_util import PyTreeDef
 
-from meshjit.compiler import bridge
+from meshjit.compiler import bridge, persistent_cache
 from meshjit.compiler.diagnostics import DiagnosticError, Diagnostics
 from meshjit.compiler.ir import make_context, parse_module, print_module
 from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipeline
 from meshjit.compiler.spmd import Compiled as SpmdCompiled
-from meshjit.compiler.spmd import compile_module
+from meshjit.compiler.spmd import compile_module, load_compiled
 from meshjit.dialects.sharding import TensorSharding
 from meshjit.errors import JitArgumentError, ShardingError
 from meshjit.frontend.args import CallForm, describe_aval
@@ -50,7 +50,7 @@ def _strip_locations(text: str) -> str:
 def _run(text: str, pipeline: str) -> tuple[str, Diagnostics]:
     ctx = make_context()
     module = parse_module(text, ctx)
-    inst = Instrumentation(reports=frozenset({"collectives", "explain"}))
+    inst = Instrumentation()  # the texts only: explain() renders its own reports
     diags = run_pipeline(parse_pipeline(pipeline, ctx), module, "-", inst)
     return print_module(module, debug_info=True), diags
 
@@ -237,26 +237,77 @@ class Lowered:
         inputs = self._inputs
         options = dict(inputs.compiler_options or {})
         options.update(compiler_options or {})
-        text = self._text("aliased")
-        if self._unusable:
-            warnings.warn(
-                f"{inputs.api}: some donated buffers were not usable: "
-                + ", ".join(self._unusable),
-                UserWarning,
-                stacklevel=2,
+        devices = list(inputs.placement.mesh.flat_devices)
+        pipeline = partition_pipeline(devices)
+        key = None
+        if persistent_cache.cache_dir() is not None:
+            key = persistent_cache.make_key(
+                self._texts["sharded"],
+                inputs.donated,
+                inputs.traced.kept,
+                pipeline,
+                devices,
+                options,
             )
+            cached = self._from_cache(key, devices, options)
+            if cached is not None:
+                return cached
+        text = self._text("aliased")
+        self._warn_unusable(2)  # the caller of compile()
         try:
-            devices = list(inputs.placement.mesh.flat_devices)
             spmd = compile_module(
                 text,
                 devices,
-                partition_pipeline(devices),
+                pipeline,
+                reports=frozenset(),  # the partition report object carries it all
                 compiler_options=options or None,
             )
         except DiagnosticError as err:
             raise pipeline_error(inputs.api, err) from None
         self._texts.setdefault("partitioned", spmd.text)
+        if key is not None:
+            persistent_cache.store(
+                key,
+                persistent_cache.Entry(
+                    spmd.text,
+                    spmd.report,
+                    dict(self._aliases or {}),
+                    list(self._unusable),
+                    bridge.serialize_executable(spmd.executable.executable),
+                ),
+            )
         return Compiled(self, spmd, frozenset(self._aliases or {}))
+
+    def _warn_unusable(self, stacklevel: int) -> None:
+        if self._unusable:
+            warnings.warn(
+                f"{self._inputs.api}: some donated buffers were not usable: "
+                + ", ".join(self._unusable),
+                UserWarning,
+                stacklevel=stacklevel + 1,
+            )
+
+    def _from_cache(
+        self, key: str, devices: list[Any], options: Mapping[str, Any]
+    ) -> Compiled | None:
+        """The compile from meshjit's persistent cache, when it holds a usable
+        entry for `key` (propagation, partitioning and XLA are skipped)."""
+        entry = persistent_cache.load(key)
+        if entry is None:
+            return None
+        try:
+            loaded = bridge.deserialize_spmd(
+                entry.executable, tuple(devices), options or None
+            )
+            spmd = load_compiled(entry.partitioned, entry.report, devices, loaded)
+        except Exception as err:  # PJRT or the text refused it: compile afresh
+            persistent_cache.reject(key, f"{type(err).__name__}: {err}")
+            return None
+        self._aliases = entry.aliases
+        self._unusable = entry.unusable
+        self._warn_unusable(3)
+        self._texts.setdefault("partitioned", spmd.text)
+        return Compiled(self, spmd, frozenset(self._aliases))
 
 
 def partition_pipeline(devices: Sequence[Any]) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 from jax.tree_util import PyTreeDef
 
 from meshjit.compiler import bridge
-from meshjit.compiler.graph import Opaque, read_graph
+from meshjit.compiler.graph import Opaque, read_interface
 from meshjit.compiler.ir import ir, make_context, parse_module, print_module
 from meshjit.dialects import sdy_text
 from meshjit.dialects.sharding import MeshModel, TensorSharding
@@ -174,17 +174,12 @@ def trace_function(
 def traced_mesh(text: str) -> tuple[str, MeshModel] | None:
     """The `sdy.mesh` a traced module defines (from with_sharding_constraint)."""
     ctx = make_context()
-    graph = read_graph(parse_module(text, ctx), "-")
     found: list[tuple[str, MeshModel]] = []
-    for node in graph.walk():
-        if node.op != "sdy.mesh":
-            continue
-        mesh_attr, sym = node.attrs.get("mesh"), node.attrs.get("sym_name")
-        if isinstance(mesh_attr, Opaque) and isinstance(sym, str):
-            model = sdy_text.parse_mesh(mesh_attr.text)
-            if not model.axes and model.device_ids is None:
-                continue  # JAX's @empty_mesh for replicated 0-d values
-            found.append((sym, model))
+    for sym, mesh_attr in read_interface(parse_module(text, ctx)).meshes:
+        model = sdy_text.parse_mesh(mesh_attr.text)
+        if not model.axes and model.device_ids is None:
+            continue  # JAX's @empty_mesh for replicated 0-d values
+        found.append((sym, model))
     # jax 0.11 declares the mesh again for a shard_map (`@mesh_0`, the same
     # axes and devices): one mesh under two names.
     if len({model for _, model in found}) > 1:
@@ -299,16 +294,12 @@ def interface_shardings(
     text: str,
 ) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
     """The `sdy.sharding` of each argument and result of @main (None: none)."""
-    graph = read_graph(parse_module(text, make_context()), "-")
-    main = graph.node(graph.symbols["main"])
+    main = read_interface(parse_module(text, make_context())).funcs["main"]
 
-    def read(key: str, count: int) -> list[TensorSharding | None]:
-        entries = main.attrs.get(key) or ()
-        assert isinstance(entries, tuple)
+    def read(entries: tuple[Mapping[str, Any], ...]) -> list[TensorSharding | None]:
         out: list[TensorSharding | None] = []
-        for i in range(count):
-            entry = entries[i] if i < len(entries) else {}
-            found = entry.get("sdy.sharding") if isinstance(entry, Mapping) else None
+        for entry in entries:
+            found = entry.get("sdy.sharding")
             out.append(
                 sdy_text.parse_sharding(found.text)
                 if isinstance(found, Opaque)
@@ -316,6 +307,4 @@ def interface_shardings(
             )
         return out
 
-    block = main.regions[0][0]
-    returned = graph.node(block.nodes[-1]).operands
-    return read("arg_attrs", len(block.args)), read("res_attrs", len(returned))
+    return read(main.arg_attrs), read(main.res_attrs)

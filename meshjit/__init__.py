@@ -7,6 +7,8 @@ from meshjit import native as _native
 _native.install()
 
 # ruff: noqa: E402
+from meshjit.compiler.persistent_cache import set_cache_dir
+from meshjit.compiler.persistent_cache import stats as cache_stats
 from meshjit.errors import (
     InternalError,
     JitArgumentError,
@@ -48,10 +50,12 @@ __all__ = [
     "Sharding",
     "ShardingError",
     "SingleDeviceSharding",
+    "cache_stats",
     "explain",
     "explain_cache_misses",
     "jit",
     "pjit",
+    "set_cache_dir",
     "visualize_array_sharding",
     "visualize_sharding",
     "with_sharding_constraint",
