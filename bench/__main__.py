@@ -22,7 +22,7 @@ import traceback
 
 import jax
 
-from bench import scaling
+from bench import dispatch, first_call, scaling
 from bench.measure import Row, measure
 from bench.models import MODELS
 from bench.workloads import ALL
@@ -133,6 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="timed steps per side")
     parser.add_argument("--out", default=None, help="write the markdown report here")
     parser.add_argument("--no-scaling", action="store_true", help="skip scaling runs")
+    parser.add_argument(
+        "--no-dispatch", action="store_true", help="skip the per-call overhead runs"
+    )
+    parser.add_argument(
+        "--no-first-call",
+        action="store_true",
+        help="skip the warm persistent cache runs",
+    )
     args = parser.parse_args(argv)
     steps = args.steps or (10 if args.quick else 30)
     works = [w for w in (*ALL, *MODELS) if (not args.quick or w.quick)]
@@ -157,6 +165,20 @@ def main(argv: list[str] | None = None) -> int:
     if remarks:
         lines += ["", "Partitioner remarks (ops computed replicated, uneven values):"]
         lines += [f"- {m}" for m in remarks]
+    if not args.no_dispatch:
+        lines += [
+            "",
+            "Per-call overhead (a step on N small arrays split 8 ways, "
+            "single calls alternating with jax.jit's, medians):",
+        ]
+        lines += dispatch.lines(samples=60 if args.quick else 0)
+    if not args.no_first_call:
+        lines += [
+            "",
+            "First call (trace + compile) with meshjit's persistent "
+            "cache warm, in a new process, vs jax.jit's cold first call:",
+        ]
+        lines += first_call.lines(first_call.WORKLOADS[:1] if args.quick else None)
     if not args.no_scaling:
         sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
         points = scaling.size_scaling(sizes)

@@ -4,9 +4,11 @@ The hot path (`MODULES`: graph reader, rule table, propagation, export and
 the partitioner) is plain typed Python. `meshjit-native build` compiles it
 with mypyc (the compiler mypy ships, as black and mypy itself are compiled) into
 `build/native/` of the source checkout, with a manifest holding a hash of
-every meshjit source file. On import, meshjit loads the compiled modules only
-when that hash still matches the sources: after any edit the Python source
-runs until the next build, so a stale build is never used.
+every meshjit source file; `pip install .` (or building a wheel) does the
+same through setup.py into the installed package's `meshjit/_native/`. On
+import, meshjit loads the compiled modules only when that hash still matches
+the sources: after any edit the Python source runs until the next build, so a
+stale build is never used.
 
 `MESHJIT_NATIVE` picks the policy: `auto` (default: compiled when fresh),
 `0` (always the Python source), `1` (compiled, or an ImportError saying why
@@ -77,25 +79,46 @@ _PACKAGE_DIRS: dict[str, str] = {
 }
 
 ROOT = Path(__file__).resolve().parent.parent
-NATIVE_DIR = ROOT / "build" / "native"
 MANIFEST = "manifest.json"
 _ENV = "MESHJIT_NATIVE"
 
 
-def source_files(root: Path = ROOT) -> list[Path]:
-    """Every .py file of the package, in a fixed order."""
-    files: list[Path] = []
-    for folder in sorted(_PACKAGE_DIRS.values()):
-        files.extend(sorted((root / folder).rglob("*.py")))
-    return files
+def _checkout(root: Path) -> bool:
+    """Whether `root` is a source checkout (package folders side by side, as
+    pyproject.toml maps them) rather than an installed package (site-packages,
+    where they all live under meshjit/)."""
+    return all((root / d).is_dir() for d in _PACKAGE_DIRS.values())
+
+
+# Where compiled modules live: build/native/ of a checkout (meshjit-native
+# build), meshjit/_native/ of an installed wheel (built by setup.py).
+NATIVE_DIR = (
+    ROOT / "build" / "native" if _checkout(ROOT) else ROOT / "meshjit" / "_native"
+)
+
+
+def source_files(root: Path = ROOT) -> list[tuple[str, Path]]:
+    """(module name, file) of every .py file of the package, by name: the
+    same list in a checkout and in an installed wheel."""
+    found: list[tuple[str, Path]] = []
+    if _checkout(root):
+        for pkg, folder in _PACKAGE_DIRS.items():
+            for f in (root / folder).rglob("*.py"):
+                rel = f.relative_to(root / folder).with_suffix("").parts
+                found.append((".".join((pkg, *rel)), f))
+    else:
+        for f in (root / "meshjit").rglob("*.py"):
+            found.append((".".join(f.relative_to(root).with_suffix("").parts), f))
+    return sorted(found)
 
 
 def source_hash(root: Path = ROOT) -> str:
-    """One hash over the path and bytes of every source file: any edit, added
-    or removed file changes it."""
+    """One hash over the module name and bytes of every source file: any
+    edit, added or removed file changes it; a wheel built from a checkout
+    hashes as the checkout does."""
     h = hashlib.sha256()
-    for f in source_files(root):
-        h.update(str(f.relative_to(root)).encode())
+    for name, f in source_files(root):
+        h.update(name.encode())
         h.update(b"\0")
         h.update(f.read_bytes())
         h.update(b"\0")
@@ -255,8 +278,15 @@ setup(
 """
 
 
-def build(root: Path = ROOT, native_dir: Path = NATIVE_DIR) -> int:
-    """Compiles MODULES into `native_dir` (replaced as a whole at the end)."""
+def build(
+    root: Path = ROOT,
+    native_dir: Path = NATIVE_DIR,
+    config: Path | None = None,
+    log: Path | None = None,
+) -> int:
+    """Compiles MODULES into `native_dir` (replaced as a whole at the end).
+    `config` is the mypy configuration (pyproject.toml's by default), `log`
+    where the compiler's output goes (beside `native_dir` by default)."""
     missing_dirs = [d for d in _PACKAGE_DIRS.values() if not (root / d).is_dir()]
     if missing_dirs:
         print(
@@ -274,7 +304,7 @@ def build(root: Path = ROOT, native_dir: Path = NATIVE_DIR) -> int:
         files = [
             str(Path("meshjit", *m.split(".")[1:]).with_suffix(".py")) for m in MODULES
         ]
-        log = native_dir.parent / "native-build.log"
+        log = log or native_dir.parent / "native-build.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         print(f"compiling {len(files)} modules with mypyc (log: {log}) ...")
         with open(log, "w") as out_log:
@@ -283,7 +313,7 @@ def build(root: Path = ROOT, native_dir: Path = NATIVE_DIR) -> int:
                     sys.executable,
                     "-c",
                     _SETUP,
-                    str(root / "pyproject.toml"),
+                    str(config or root / "pyproject.toml"),
                     str(out),
                     str(tmp / "tmp"),
                     *files,

@@ -24,6 +24,7 @@ def test_quick_bench_runs_one_workload(tmp_path: Path) -> None:
             "--steps",
             "2",
             "--no-scaling",
+            "--no-first-call",
             "--out",
             str(out),
         ],
@@ -41,6 +42,9 @@ def test_quick_bench_runs_one_workload(tmp_path: Path) -> None:
     assert len(rows) == 2  # both layouts measured
     assert not any("error:" in row for row in rows), rows
     assert "rows that failed: none" in proc.stdout
+    lines = proc.stdout.splitlines()
+    overhead = [line for line in lines if " leaves: meshjit " in line]
+    assert len(overhead) == 4, proc.stdout[-2000:]  # 1, 8, 64 and 512 leaves
     report = out.read_text()
     assert report.startswith("# meshjit benchmark results")
     assert "| long_while | dp8 | 8 |" in report

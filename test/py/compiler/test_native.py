@@ -61,6 +61,35 @@ def test_any_edit_makes_the_build_stale(tmp_path: Path) -> None:
     assert "sources changed" in st.reason
 
 
+def _installed(checkout: Path, site: Path) -> Path:
+    """The checkout laid out as a wheel installs it: everything under meshjit/."""
+    for pkg, folder in native._PACKAGE_DIRS.items():
+        target = site / Path(*pkg.split("."))
+        for f in (checkout / folder).rglob("*.py"):
+            dest = target / f.relative_to(checkout / folder)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(f.read_bytes())
+    return site
+
+
+@pytest.mark.usefixtures("auto_policy")
+def test_a_wheel_built_from_a_checkout_hashes_as_the_checkout(tmp_path: Path) -> None:
+    """setup.py builds the compiled modules from the checkout; the installed
+    copy must find them fresh, and an edit to it must make them stale."""
+    root = _tree(tmp_path)
+    (root / "passes" / "propagation").mkdir()
+    (root / "passes" / "propagation" / "core.py").write_text("x = 1\n")
+    site = _installed(root, tmp_path / "site")
+    assert not native._checkout(site)
+    assert native.source_hash(site) == native.source_hash(root)
+    names = [name for name, _ in native.source_files(site)]
+    assert "meshjit.passes.propagation.core" in names
+    _fake_build(root, site / "meshjit" / "_native")
+    assert native.status(site / "meshjit" / "_native", site).active
+    (site / "meshjit" / "passes" / "propagation" / "core.py").write_text("x = 2\n")
+    assert not native.status(site / "meshjit" / "_native", site).active
+
+
 @pytest.mark.usefixtures("auto_policy")
 def test_added_file_makes_the_build_stale(tmp_path: Path) -> None:
     root = _tree(tmp_path)

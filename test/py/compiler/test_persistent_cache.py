@@ -118,26 +118,23 @@ def test_a_corrupt_entry_is_ignored_with_a_warning_and_rewritten(cache: Path) ->
 
 
 def test_truncated_and_foreign_entries_are_ignored(cache: Path) -> None:
-    def entry() -> Path:
-        return next(p for p in entries(cache) if p.name != foreign_name[0])
+    ours: list[Path] = []
 
     def truncate() -> Any:
-        entry().write_bytes(entry().read_bytes()[:100])
+        ours.extend(entries(cache))  # the one entry the first compile wrote
+        ours[0].write_bytes(ours[0].read_bytes()[:100])
         return pytest.warns(UserWarning, match="checksum does not match")
 
     def garbage() -> Any:
-        entry().write_bytes(b"not a cache entry at all")
+        ours[0].write_bytes(b"not a cache entry at all")
         return pytest.warns(UserWarning, match="not a meshjit cache entry")
-
-    foreign_name = [""]
 
     def foreign() -> Any:
         # an intact entry of another function, renamed to this key
         other = meshjit.jit(lambda x, w: x @ w - x, in_shardings=(None, None))
         other.lower(X, W).compile()
-        found = next(p for p in entries(cache) if p != entry())
-        foreign_name[0] = found.name
-        entry().write_bytes(found.read_bytes())
+        (found,) = (p for p in entries(cache) if p != ours[0])
+        ours[0].write_bytes(found.read_bytes())
         return pytest.warns(UserWarning, match="written for another key")
 
     got = _compile_each([None, truncate, garbage, foreign])
