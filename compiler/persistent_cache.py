@@ -16,7 +16,9 @@ same folder and renamed into place (atomic), so a reader sees a whole entry or
 none. Nothing read is trusted: an entry starts with a magic line and a SHA-256
 of the rest, and its header repeats the full key; a corrupt, truncated or
 foreign entry (or one PJRT cannot load) is ignored with a `UserWarning` and
-compiled afresh. The payload is JSON and PJRT's bytes: no pickle.
+compiled afresh. The payload is JSON and PJRT's bytes: no pickle. The
+checksum catches damage, not malice: as with JAX's cache, whoever can write
+the folder can hand PJRT an executable, so keep it writable only by you.
 """
 
 from __future__ import annotations
