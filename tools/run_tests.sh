@@ -12,7 +12,7 @@ step() {
   echo "==> $*"
   "$@" || { echo "FAILED: $*"; status=1; }
 }
-lint_paths=(meshjit compiler dialects frontend passes test bench tools)
+lint_paths=(meshjit compiler dialects frontend passes test bench tools setup.py)
 step "$python" -m ruff check "${lint_paths[@]}"
 step "$python" -m ruff format --check "${lint_paths[@]}"
 step tools/typecheck.sh
