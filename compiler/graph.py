@@ -366,6 +366,7 @@ class _Reader:
         # MLIR attributes are uniqued too: equal ones convert once, and ops
         # that share an attribute share its (immutable) Python value
         self.attr_cache: dict[ir.Attribute, object] = {}
+        self.attr_text_cache: dict[ir.Attribute, str] = {}
         # MLIR types are uniqued, so a type object is a key
         self.types: dict[ir.Type, tuple[str, tuple[int, ...] | None, str]] = {}
         self.depth = 0
@@ -438,9 +439,15 @@ class _Reader:
             attrs = MappingProxyType(converted)
             attr_text = _NO_TEXT
             if self.keep_attr_text:
-                attr_text = MappingProxyType(
-                    {name: str(op_attrs[name]) for name in op_attrs}
-                )
+                printed = self.attr_text_cache
+                shown_attrs: dict[str, str] = {}
+                for key in op_attrs:
+                    attr = op_attrs[key]
+                    shown = printed.get(attr)
+                    if shown is None:
+                        shown = printed[attr] = str(attr)
+                    shown_attrs[key] = shown
+                attr_text = MappingProxyType(shown_attrs)
         op_regions = op.regions
         regions: tuple[tuple[Block, ...], ...] = ()
         if len(op_regions):
@@ -544,11 +551,51 @@ def read_graph(
             found = session.take((source_name, keep))
             if found is not None:
                 return found
+    for session in sessions:
+        # A graph read without attribute texts, its operations still at hand:
+        # add the texts rather than walk the module again.
+        bare = session.take((source_name, False))
+        if bare is not None and session.handles is not None:
+            graph = _with_attr_text(bare, session.handles)
+            for s in sessions:
+                s.graphs[(source_name, True)] = graph
+            return graph
     graph, handles = _read(module, source_name, keep_attr_text)
     for session in sessions:
         session.graphs[(source_name, keep_attr_text)] = graph
         session.handles = handles
     return graph
+
+
+def _with_attr_text(graph: Graph, handles: list[ir.Operation]) -> Graph:
+    """`graph` (read without attribute texts) with each node's printed
+    attributes, from its operation (`handles`: node id -> operation)."""
+    printed: dict[ir.Attribute, str] = {}  # attributes are uniqued
+    nodes: list[Node] = []
+    for node, op in zip(graph.nodes, handles, strict=True):
+        if node.attr_text:  # a complex constant keeps its value's text
+            nodes.append(node)
+            continue
+        op_attrs = op.attributes
+        text: dict[str, str] = {}
+        for name in op_attrs:
+            attr = op_attrs[name]
+            found = printed.get(attr)
+            if found is None:
+                found = printed[attr] = str(attr)
+            text[name] = found
+        nodes.append(
+            node._replace(attr_text=MappingProxyType(text) if text else _NO_TEXT)
+        )
+    return Graph(
+        graph.values,
+        nodes,
+        graph.body,
+        graph.module_attrs,
+        graph.source_name,
+        graph.symbols,
+        True,
+    )
 
 
 def _read(

@@ -48,9 +48,23 @@ def compile_module(
 
     Mesh device id i runs on `devices[i]`; `compiler_options` go to XLA.
     """
-    ctx = make_context()
-    module = parse_module(text, ctx, source_name)
-    stages = parse_pipeline(pipeline, ctx)
+    module = parse_module(text, make_context(), source_name)
+    return compile_parsed(
+        module, devices, pipeline, source_name, reports, compiler_options
+    )
+
+
+def compile_parsed(
+    module: ir.Module,
+    devices: Sequence[Any],
+    pipeline: str = "partition",
+    source_name: str = "<module>",
+    reports: frozenset[str] = frozenset({"collectives", "explain"}),
+    compiler_options: Mapping[str, Any] | None = None,
+) -> Compiled:
+    """`compile_module` on a module already parsed (and perhaps propagated
+    inside the caller's `graph_session`, whose graph the passes then reuse)."""
+    stages = parse_pipeline(pipeline, module.context)
     diags = run_pipeline(stages, module, source_name, Instrumentation(reports=reports))
     partitioned = print_module(module)
     executable = PartitionedExecutable(

@@ -21,10 +21,11 @@ from jax.tree_util import PyTreeDef
 
 from meshjit.compiler import bridge, persistent_cache
 from meshjit.compiler.diagnostics import DiagnosticError, Diagnostics
+from meshjit.compiler.graph import graph_session, write_attrs
 from meshjit.compiler.ir import make_context, parse_module, print_module
 from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipeline
 from meshjit.compiler.spmd import Compiled as SpmdCompiled
-from meshjit.compiler.spmd import compile_module, load_compiled
+from meshjit.compiler.spmd import compile_module, compile_parsed, load_compiled
 from meshjit.dialects.sharding import TensorSharding
 from meshjit.errors import JitArgumentError, ShardingError
 from meshjit.frontend.args import CallForm, describe_aval
@@ -34,8 +35,10 @@ from meshjit.frontend.sharding import NamedSharding
 from meshjit.frontend.trace import (
     LeafInfo,
     TracedModule,
+    alias_plan,
     attach_shardings,
     interface_shardings,
+    module_interface_shardings,
     set_aliases,
 )
 from meshjit.passes.partition import PartitionReport
@@ -191,13 +194,19 @@ class Lowered:
         text = self._text(stage)
         return text if debug_info else _strip_locations(text)
 
-    def _donation(self) -> dict[int, int]:
-        """@main argument -> result whose buffer it reuses (same shape, sharding)."""
+    def _donation(
+        self,
+        shardings: tuple[list[TensorSharding | None], list[TensorSharding | None]]
+        | None = None,
+    ) -> dict[int, int]:
+        """@main argument -> result whose buffer it reuses (same shape,
+        sharding); `shardings`: the propagated @main's argument and result
+        shardings, when the caller has them at hand."""
         if self._aliases is not None:
             return self._aliases
         inputs = self._inputs
         kept = inputs.traced.kept
-        arg_sh, res_sh = interface_shardings(self._text("propagated"))
+        arg_sh, res_sh = shardings or interface_shardings(self._text("propagated"))
         outputs = inputs.traced.outputs
         taken: set[int] = set()
         aliases: dict[int, int] = {}
@@ -252,18 +261,11 @@ class Lowered:
             cached = self._from_cache(key, devices, options)
             if cached is not None:
                 return cached
-        text = self._text("aliased")
-        self._warn_unusable(2)  # the caller of compile()
         try:
-            spmd = compile_module(
-                text,
-                devices,
-                pipeline,
-                reports=frozenset(),  # the partition report object carries it all
-                compiler_options=options or None,
-            )
+            spmd = self._compile(devices, pipeline, options)
         except DiagnosticError as err:
             raise pipeline_error(inputs.api, err) from None
+        self._warn_unusable(2)  # the caller of compile()
         self._texts.setdefault("partitioned", spmd.text)
         if key is not None:
             persistent_cache.store(
@@ -277,6 +279,42 @@ class Lowered:
                 ),
             )
         return Compiled(self, spmd, frozenset(self._aliases or {}))
+
+    def _compile(
+        self, devices: list[Any], pipeline: str, options: Mapping[str, Any]
+    ) -> SpmdCompiled:
+        """Propagates, sets the donation aliases, partitions and compiles. The
+        module is parsed once and read into a graph once: propagation and the
+        partitioner share it in one graph session (no text between them)."""
+        reports: frozenset[str] = frozenset()  # the partition report carries it all
+        if "propagated" in self._texts:  # as_text() has propagated it already
+            return compile_module(
+                self._text("aliased"),
+                devices,
+                pipeline,
+                reports=reports,
+                compiler_options=options or None,
+            )
+        source = "<module>"
+        module = parse_module(self._texts["sharded"], make_context(), source)
+        with graph_session(module):
+            run_pipeline(
+                parse_pipeline("propagation-pipeline", module.context),
+                module,
+                source,
+                Instrumentation(),
+            )
+            aliases = self._donation(module_interface_shardings(module))
+            if aliases:
+                write_attrs(module, alias_plan(module, aliases))
+            return compile_parsed(
+                module,
+                devices,
+                pipeline,
+                source,
+                reports=reports,
+                compiler_options=options or None,
+            )
 
     def _warn_unusable(self, stacklevel: int) -> None:
         if self._unusable:

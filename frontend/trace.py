@@ -21,7 +21,7 @@ import numpy as np
 from jax.tree_util import PyTreeDef
 
 from meshjit.compiler import bridge
-from meshjit.compiler.graph import Opaque, read_interface
+from meshjit.compiler.graph import AttrPlan, Opaque, read_graph, read_interface
 from meshjit.compiler.ir import ir, make_context, parse_module, print_module
 from meshjit.dialects import sdy_text
 from meshjit.dialects.sharding import MeshModel, TensorSharding
@@ -290,11 +290,28 @@ def set_aliases(text: str, aliases: Mapping[int, int]) -> str:
     return print_module(module, debug_info=True)
 
 
+def alias_plan(module: ir.Module, aliases: Mapping[int, int]) -> AttrPlan:
+    """`set_aliases` as graph attribute changes on a parsed module (so a
+    `graph_session`'s graph stays in step with it)."""
+    plan = AttrPlan()
+    main = read_graph(module).symbols["main"]
+    for a, r in aliases.items():
+        plan.set_arg(main, a, "tf.aliasing_output", f"{r} : i32")
+    return plan
+
+
 def interface_shardings(
     text: str,
 ) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
     """The `sdy.sharding` of each argument and result of @main (None: none)."""
-    main = read_interface(parse_module(text, make_context())).funcs["main"]
+    return module_interface_shardings(parse_module(text, make_context()))
+
+
+def module_interface_shardings(
+    module: ir.Module,
+) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
+    """`interface_shardings` of a parsed module."""
+    main = read_interface(module).funcs["main"]
 
     def read(entries: tuple[Mapping[str, Any], ...]) -> list[TensorSharding | None]:
         out: list[TensorSharding | None] = []
