@@ -153,7 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     for work in works:
         for layout in work.layouts:
             try:
-                row = measure(work, layout, steps, 1 if args.quick else 7)
+                row = measure(
+                    work,
+                    layout,
+                    steps,
+                    1 if args.quick else 7,
+                    cold_processes=not args.quick,
+                )
             except Exception as err:  # report, keep going: a benchmark never stops
                 row = Row(work.name, layout.name, layout.mesh)
                 row.error = f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"
@@ -230,7 +236,10 @@ def write_report(path: str, rows: list[Row], lines: list[str], quick: bool) -> N
         "Timings on this machine are noisy; compare ratios, not seconds.",
         "",
         "Columns: propagation vs Shardy's `sdy-propagation-pipeline` on the same "
-        "module; first call = trace + compile; step = median of interleaved runs; "
+        "module (propagation and partition share one graph read, as in "
+        "`meshjit.jit`); first call = trace + compile, each side in its own new "
+        "process after one tiny compile on each side (`--quick`: both in the "
+        "bench's process, meshjit first); step = median of interleaved runs; "
         "collectives: counts (AR all-reduce, AG all-gather, RS reduce-scatter, A2A "
         "all-to-all, CP collective-permute) and bytes sent per device, XLA's read "
         "right after its SPMD partitioner; bound = analytic minimum where known "

@@ -55,6 +55,11 @@ from meshjit.passes.partitioner.report import Collective, PartitionReport, Remar
 
 Handler = Callable[[Node, "PartitionCtx"], None]
 
+# Ops whose result may be a partial sum when a contracted dim is split.
+_CONTRACTIONS = frozenset(
+    {"stablehlo.dot_general", "stablehlo.convolution", "stablehlo.reduce"}
+)
+
 # Ops linear in (some of) their operands: a partial sum can flow through them
 # unreduced (`PartitionCtx.linear_in` has the per-op conditions).
 LINEAR_OPS = frozenset(
@@ -588,21 +593,63 @@ class PartitionCtx:
 
     def can_defer(self, vid: int, producer: Node) -> bool:
         """Leave a partial sum unreduced when its only use is an op linear in
-        it, in the same block, whose result is no larger: the reduction then
-        happens later, on a tensor no bigger than this one."""
+        it, in the same block, whose result is no larger, and deferring pays:
+        down that chain of single uses the tensor shrinks (a slice, a
+        reduction, a dot) or meets another tensor in an add or subtract (two
+        partial sums, one reduction). Otherwise it is reduced where it is
+        made, as XLA's partitioner does: a reduction moved past elementwise
+        ops saves nothing and splits XLA's fusions (more kernels to compile)."""
+        user = self._linear_user(vid, producer.parent)
+        return user is not None and self._deferral_pays(vid, user, 8)
+
+    def _linear_user(self, vid: int, parent: int) -> Node | None:
         users = self.graph.users(vid)
         if len(users) != 1:
-            return False
+            return None
         user = self.graph.node(users[0])
-        if user.op not in LINEAR_OPS or user.parent != producer.parent:
-            return False
+        if user.op not in LINEAR_OPS or user.parent != parent:
+            return None
         if len(user.results) != 1:
-            return False
+            return None
         size = self.graph.value(vid).shape
         out = self.graph.value(user.results[0]).shape
-        if size is None or out is None:
+        if size is None or out is None or math.prod(out) > math.prod(size):
+            return None
+        return user
+
+    def _deferral_pays(self, vid: int, user: Node, steps: int) -> bool:
+        size = self.graph.value(vid).shape
+        out = self.graph.value(user.results[0]).shape
+        assert size is not None
+        assert out is not None
+        if math.prod(out) < math.prod(size):
+            return True
+        if user.op in ("stablehlo.add", "stablehlo.subtract") and any(
+            v != vid and self._may_be_partial(v, 8) for v in user.operands
+        ):
+            return True
+        if steps == 0:
             return False
-        return math.prod(out) <= math.prod(size)
+        after = self._linear_user(user.results[0], user.parent)
+        return after is not None and self._deferral_pays(
+            user.results[0], after, steps - 1
+        )
+
+    def _may_be_partial(self, vid: int, steps: int) -> bool:
+        """Whether `vid` may be a partial sum: made by a contraction (dot,
+        convolution, reduce), maybe through linear ops."""
+        owner = self.graph.value(vid).owner
+        if owner < 0 or steps < 0:
+            return False
+        node = self.graph.node(owner)
+        if node.op in _CONTRACTIONS:
+            return True
+        if node.op not in LINEAR_OPS:
+            return False
+        return any(
+            self.graph.value(v).shape and self._may_be_partial(v, steps - 1)
+            for v in node.operands
+        )
 
     def linear_in(
         self, node: Node, pending: Mapping[int, DimAxes], wants: Sequence[Layout]
