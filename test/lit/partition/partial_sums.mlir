@@ -9,7 +9,7 @@ sdy.mesh @mesh = <["x"=4]>
 
 // An SGD update: the weight gradient is reduced right after its dot, before
 // the scale and the subtract (they then fuse in one kernel).
-// CHECK-LABEL: func.func @sgd
+// CHECK-LABEL: func.func public @sgd
 // CHECK: %[[G:.*]] = stablehlo.dot_general
 // CHECK-NEXT: %[[R:.*]] = "stablehlo.all_reduce"(%[[G]])
 // CHECK: stablehlo.transpose %[[R]]
@@ -30,7 +30,7 @@ func.func @sgd(%x: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"},
 sdy.mesh @mesh = <["x"=4]>
 
 // Two partial sums meet in an add: one all-reduce, after the add.
-// CHECK-LABEL: func.func @meet
+// CHECK-LABEL: func.func public @meet
 // CHECK: stablehlo.dot_general
 // CHECK-NOT: all_reduce
 // CHECK: stablehlo.dot_general
@@ -51,7 +51,7 @@ sdy.mesh @mesh = <["x"=4]>
 
 // The tensor shrinks down the chain (a reduce after a scale): reduced once,
 // on the small result.
-// CHECK-LABEL: func.func @shrink
+// CHECK-LABEL: func.func public @shrink
 // CHECK: stablehlo.dot_general
 // CHECK-NOT: all_reduce
 // CHECK: stablehlo.multiply
