@@ -58,7 +58,7 @@ sdy.mesh @mesh = <["x"=4]>
 // CHECK-NOT: all_reduce
 // CHECK: %[[R:.*]] = stablehlo.reduce
 // CHECK: "stablehlo.all_reduce"(%[[R]])
-// CHECK-SAME: (tensor<8xf32>) -> tensor<8xf32>
+// CHECK: }) : (tensor<8xf32>) -> tensor<8xf32>
 func.func @shrink(%a: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %b: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) {
   %g = stablehlo.dot_general %a, %b, contracting_dims = [0] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
   %c = stablehlo.constant dense<2.0> : tensor<8x8xf32>
