@@ -186,6 +186,12 @@ class AxisRef:
         if self.pre_size < 1 or self.size < 1:
             raise ShardingError(f"sub-axis {self} needs pre_size >= 1 and size >= 1")
 
+    def __hash__(self) -> int:
+        # Written out: the partitioner keys its caches by layouts (tuples of
+        # these), and the method dataclasses generates is interpreted even
+        # when this module is compiled (about 1M calls on a 100k-op module).
+        return hash((self.name, self.pre_size, self.size))
+
     @property
     def is_sub_axis(self) -> bool:
         return self.size is not None

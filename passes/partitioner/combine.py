@@ -140,7 +140,7 @@ def _ranked(ty: ir.Type) -> ir.RankedTensorType | None:
     return None
 
 
-def _key(op: ir.Operation) -> tuple[str, ...] | None:
+def _key(op: ir.Operation, printed: dict[ir.Attribute, str]) -> tuple[str, ...] | None:
     if len(op.operands) != 1 or len(op.results) != 1:
         return None
     tensor = _ranked(op.operands[0].type)
@@ -157,9 +157,13 @@ def _key(op: ir.Operation) -> tuple[str, ...] | None:
             return None
         reducer = ops[0].operation.name
     global_ids = "use_global_device_ids" in attrs
+    groups = attrs["replica_groups"]
+    shown = printed.get(groups)
+    if shown is None:  # attributes are uniqued: each distinct one printed once
+        shown = printed[groups] = str(groups)
     return (
         op.name,
-        str(attrs["replica_groups"]),
+        shown,
         reducer,
         str(tensor.element_type),
         str(global_ids),
@@ -172,20 +176,24 @@ def _combine_in(block: ir.Block, limit: int) -> list[Combined]:
     Rewriting moves ops only within a span, so the later groups' plans stay
     valid; the overlapping ones are planned again on the next pass."""
     ops = [o.operation for o in block.operations]
-    keys = [_key(op) if op.name in COMBINABLE else None for op in ops]
+    printed: dict[ir.Attribute, str] = {}
+    keys = [_key(op, printed) if op.name in COMBINABLE else None for op in ops]
     seen: dict[tuple[str, ...], int] = {}
     for key in keys:
         if key is not None:
             seen[key] = seen.get(key, 0) + 1
     if all(n < 2 for n in seen.values()):
         return []  # nothing to combine: no dependency masks needed
-    index = {op: i for i, op in enumerate(ops)}
-    masks = [0] * len(ops)
+    start = next(i for i, key in enumerate(keys) if key is not None)
+    index = {op: i for i, op in enumerate(ops[start:], start)}
+    masks = [0] * len(ops)  # before the first candidate: depends on none
     candidates: list[Candidate] = []
     members_of: list[ir.Operation] = []
-    for i, op in enumerate(ops):
+    for i in range(start, len(ops)):
+        op = ops[i]
         mask = 0
-        for v in _nested_operands(op):
+        operands = _nested_operands(op) if len(op.regions) else op.operands
+        for v in operands:
             owner = v.owner
             if isinstance(owner, ir.Block):
                 continue
