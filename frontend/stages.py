@@ -306,7 +306,7 @@ class Lowered:
             )
             aliases = self._donation(module_interface_shardings(module))
             if aliases:
-                write_attrs(module, alias_plan(module, aliases))
+                write_attrs(module, alias_plan(module, aliases, source))
             return compile_parsed(
                 module,
                 devices,

@@ -290,11 +290,14 @@ def set_aliases(text: str, aliases: Mapping[int, int]) -> str:
     return print_module(module, debug_info=True)
 
 
-def alias_plan(module: ir.Module, aliases: Mapping[int, int]) -> AttrPlan:
+def alias_plan(
+    module: ir.Module, aliases: Mapping[int, int], source_name: str
+) -> AttrPlan:
     """`set_aliases` as graph attribute changes on a parsed module (so a
-    `graph_session`'s graph stays in step with it)."""
+    `graph_session`'s graph stays in step with it); `source_name` as the
+    session read it (then the graph is not read again)."""
     plan = AttrPlan()
-    main = read_graph(module).symbols["main"]
+    main = read_graph(module, source_name).symbols["main"]
     for a, r in aliases.items():
         plan.set_arg(main, a, "tf.aliasing_output", f"{r} : i32")
     return plan
