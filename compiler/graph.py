@@ -511,6 +511,13 @@ class GraphSession:
 
 
 _SESSIONS: list[GraphSession] = []
+# Whole-module walks so far (`walks()`): tests check that a compile walks once.
+_WALKS = [0]
+
+
+def walks() -> int:
+    """How many times `read_graph` has walked a module in this process."""
+    return _WALKS[0]
 
 
 @contextmanager
@@ -601,6 +608,7 @@ def _with_attr_text(graph: Graph, handles: list[ir.Operation]) -> Graph:
 def _read(
     module: ir.Module, source_name: str, keep_attr_text: bool
 ) -> tuple[Graph, list[ir.Operation]]:
+    _WALKS[0] += 1
     reader = _Reader(source_name, keep_attr_text)
     body_op = module.operation
     body = reader.block(module.body, -1, reader.loc(body_op.location))
