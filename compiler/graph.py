@@ -439,15 +439,7 @@ class _Reader:
             attrs = MappingProxyType(converted)
             attr_text = _NO_TEXT
             if self.keep_attr_text:
-                printed = self.attr_text_cache
-                shown_attrs: dict[str, str] = {}
-                for key in op_attrs:
-                    attr = op_attrs[key]
-                    shown = printed.get(attr)
-                    if shown is None:
-                        shown = printed[attr] = str(attr)
-                    shown_attrs[key] = shown
-                attr_text = MappingProxyType(shown_attrs)
+                attr_text = _attr_texts(op, self.attr_text_cache)
         op_regions = op.regions
         regions: tuple[tuple[Block, ...], ...] = ()
         if len(op_regions):
@@ -574,26 +566,32 @@ def read_graph(
     return graph
 
 
+def _attr_texts(
+    op: ir.Operation, printed: dict[ir.Attribute, str]
+) -> Mapping[str, str]:
+    """The op's attributes as MLIR prints them; attributes are uniqued, so
+    `printed` keeps each one's text for the next op that has it."""
+    op_attrs = op.attributes
+    text: dict[str, str] = {}
+    for name in op_attrs:
+        attr = op_attrs[name]
+        shown = printed.get(attr)
+        if shown is None:
+            shown = printed[attr] = str(attr)
+        text[name] = shown
+    return MappingProxyType(text) if text else _NO_TEXT
+
+
 def _with_attr_text(graph: Graph, handles: list[ir.Operation]) -> Graph:
     """`graph` (read without attribute texts) with each node's printed
     attributes, from its operation (`handles`: node id -> operation)."""
-    printed: dict[ir.Attribute, str] = {}  # attributes are uniqued
+    printed: dict[ir.Attribute, str] = {}
     nodes: list[Node] = []
     for node, op in zip(graph.nodes, handles, strict=True):
         if node.attr_text:  # a complex constant keeps its value's text
             nodes.append(node)
             continue
-        op_attrs = op.attributes
-        text: dict[str, str] = {}
-        for name in op_attrs:
-            attr = op_attrs[name]
-            found = printed.get(attr)
-            if found is None:
-                found = printed[attr] = str(attr)
-            text[name] = found
-        nodes.append(
-            node._replace(attr_text=MappingProxyType(text) if text else _NO_TEXT)
-        )
+        nodes.append(node._replace(attr_text=_attr_texts(op, printed)))
     return Graph(
         graph.values,
         nodes,
