@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +23,10 @@ from jax.tree_util import PyTreeDef
 from meshjit.compiler import bridge, persistent_cache
 from meshjit.compiler.diagnostics import DiagnosticError, Diagnostics
 from meshjit.compiler.graph import graph_session, write_attrs
-from meshjit.compiler.ir import make_context, parse_module, print_module
+from meshjit.compiler.ir import ir, make_context, parse_module, print_module
 from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipeline
 from meshjit.compiler.spmd import Compiled as SpmdCompiled
-from meshjit.compiler.spmd import compile_module, compile_parsed, load_compiled
+from meshjit.compiler.spmd import compile_parsed, load_compiled
 from meshjit.dialects.sharding import TensorSharding
 from meshjit.errors import JitArgumentError, ShardingError
 from meshjit.frontend.args import CallForm, describe_aval
@@ -38,8 +39,6 @@ from meshjit.frontend.trace import (
     alias_plan,
     attach_shardings,
     interface_shardings,
-    module_interface_shardings,
-    set_aliases,
 )
 from meshjit.passes.partition import PartitionReport
 
@@ -155,17 +154,19 @@ class Lowered:
                 raise pipeline_error(self._inputs.api, err) from None
             self._texts["propagated"] = text
             return text
-        if stage == "aliased":
-            self._texts["aliased"] = set_aliases(
-                self._text("propagated"), self._donation()
-            )
-            return self._texts["aliased"]
         if stage == "partitioned":
+            pipeline = partition_pipeline(self._inputs.placement.mesh.flat_devices)
             try:
-                pipeline = partition_pipeline(self._inputs.placement.mesh.flat_devices)
-                text, _ = _run(self._text("aliased"), pipeline)
+                with self._ready_to_partition() as (module, source):
+                    run_pipeline(
+                        parse_pipeline(pipeline, module.context),
+                        module,
+                        source,
+                        Instrumentation(),
+                    )
             except DiagnosticError as err:
                 raise pipeline_error(self._inputs.api, err) from None
+            text = print_module(module, debug_info=True)
             self._texts["partitioned"] = text
             return text
         raise ValueError(
@@ -194,19 +195,40 @@ class Lowered:
         text = self._text(stage)
         return text if debug_info else _strip_locations(text)
 
+    @contextmanager
+    def _ready_to_partition(self) -> Iterator[tuple[ir.Module, str]]:
+        """The module propagated (from the propagated text when `as_text` made
+        it, else propagated here) with the donation aliases set, inside one
+        `graph_session`: the passes run in the block share one graph read."""
+        source = "<module>"
+        propagated = self._texts.get("propagated")
+        text = self._texts["sharded"] if propagated is None else propagated
+        module = parse_module(text, make_context(), source)
+        with graph_session(module):
+            if propagated is None:
+                run_pipeline(
+                    parse_pipeline("propagation-pipeline", module.context),
+                    module,
+                    source,
+                    Instrumentation(),
+                )
+            aliases = self._donation(interface_shardings(module))
+            if aliases:
+                write_attrs(module, alias_plan(module, aliases, source))
+            yield module, source
+
     def _donation(
         self,
-        shardings: tuple[list[TensorSharding | None], list[TensorSharding | None]]
-        | None = None,
+        shardings: tuple[list[TensorSharding | None], list[TensorSharding | None]],
     ) -> dict[int, int]:
-        """@main argument -> result whose buffer it reuses (same shape,
+        """@main argument -> result whose buffer it reuses (same shape and
         sharding); `shardings`: the propagated @main's argument and result
-        shardings, when the caller has them at hand."""
+        shardings."""
         if self._aliases is not None:
             return self._aliases
         inputs = self._inputs
         kept = inputs.traced.kept
-        arg_sh, res_sh = shardings or interface_shardings(self._text("propagated"))
+        arg_sh, res_sh = shardings
         outputs = inputs.traced.outputs
         taken: set[int] = set()
         aliases: dict[int, int] = {}
@@ -283,36 +305,15 @@ class Lowered:
     def _compile(
         self, devices: list[Any], pipeline: str, options: Mapping[str, Any]
     ) -> SpmdCompiled:
-        """Propagates, sets the donation aliases, partitions and compiles. The
-        module is parsed once and read into a graph once: propagation and the
-        partitioner share it in one graph session (no text between them)."""
-        reports: frozenset[str] = frozenset()  # the partition report carries it all
-        if "propagated" in self._texts:  # as_text() has propagated it already
-            return compile_module(
-                self._text("aliased"),
-                devices,
-                pipeline,
-                reports=reports,
-                compiler_options=options or None,
-            )
-        source = "<module>"
-        module = parse_module(self._texts["sharded"], make_context(), source)
-        with graph_session(module):
-            run_pipeline(
-                parse_pipeline("propagation-pipeline", module.context),
-                module,
-                source,
-                Instrumentation(),
-            )
-            aliases = self._donation(module_interface_shardings(module))
-            if aliases:
-                write_attrs(module, alias_plan(module, aliases, source))
+        """Propagates, sets the donation aliases, partitions and compiles: the
+        module is parsed once and its graph read once (no text in between)."""
+        with self._ready_to_partition() as (module, source):
             return compile_parsed(
                 module,
                 devices,
                 pipeline,
                 source,
-                reports=reports,
+                reports=frozenset(),  # the partition report carries it all
                 compiler_options=options or None,
             )
 

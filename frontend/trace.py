@@ -268,34 +268,13 @@ def attach_shardings(
     return out
 
 
-def set_aliases(text: str, aliases: Mapping[int, int]) -> str:
-    """Marks argument i of @main as reusing the buffer of result aliases[i]."""
-    if not aliases:
-        return text
-    ctx = make_context()
-    module = parse_module(text, ctx)
-    with ctx, ir.Location.unknown():
-        func = _main(module)
-        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-        i32 = ir.IntegerType.get_signless(32)
-        _merge_entries(
-            func,
-            "arg_attrs",
-            len(ftype.inputs),
-            {
-                a: {"tf.aliasing_output": ir.IntegerAttr.get(i32, r)}
-                for a, r in aliases.items()
-            },
-        )
-    return print_module(module, debug_info=True)
-
-
 def alias_plan(
     module: ir.Module, aliases: Mapping[int, int], source_name: str
 ) -> AttrPlan:
-    """`set_aliases` as graph attribute changes on a parsed module (so a
-    `graph_session`'s graph stays in step with it); `source_name` as the
-    session read it (then the graph is not read again)."""
+    """Marks argument i of @main as reusing the buffer of result aliases[i],
+    as graph attribute changes (a `graph_session`'s graph stays in step with
+    the module); `source_name` as the session read it (then the graph is not
+    read again)."""
     plan = AttrPlan()
     main = read_graph(module, source_name).symbols["main"]
     for a, r in aliases.items():
@@ -304,16 +283,9 @@ def alias_plan(
 
 
 def interface_shardings(
-    text: str,
-) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
-    """The `sdy.sharding` of each argument and result of @main (None: none)."""
-    return module_interface_shardings(parse_module(text, make_context()))
-
-
-def module_interface_shardings(
     module: ir.Module,
 ) -> tuple[list[TensorSharding | None], list[TensorSharding | None]]:
-    """`interface_shardings` of a parsed module."""
+    """The `sdy.sharding` of each argument and result of @main (None: none)."""
     main = read_interface(module).funcs["main"]
 
     def read(entries: tuple[Mapping[str, Any], ...]) -> list[TensorSharding | None]:

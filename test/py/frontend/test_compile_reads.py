@@ -54,3 +54,11 @@ def test_compile_after_as_text_propagated_gives_the_same_program() -> None:
     staged = _jit().lower(w, x)
     staged.as_text("propagated")  # the staged-text path then compiles
     assert staged.compile().as_text("partitioned") == direct
+
+
+def test_partitioned_text_carries_the_donation_alias() -> None:
+    w = np.ones((16, 32), np.float32)
+    x = np.ones((8, 16), np.float32)
+    text = _jit().lower(w, x).as_text("partitioned")
+    assert "tf.aliasing_output = 0 : i32" in text
+    assert text == _jit().lower(w, x).compile().as_text("partitioned")
