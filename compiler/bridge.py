@@ -27,6 +27,27 @@ def backend() -> Any:
     return jax.extend.backend.get_backend()
 
 
+# --- jax's deprecated `with mesh:` context ----------------------------------------
+
+
+def legacy_context_mesh() -> Any:
+    """The `jax.sharding.Mesh` entered with jax's deprecated `with mesh:` on
+    this thread, or None. (`jax.set_mesh` is public: `jax.sharding.get_mesh`.)"""
+    from jax._src import mesh as mesh_lib
+
+    found = mesh_lib.thread_resources.env.physical_mesh
+    return None if found.empty else found
+
+
+def set_mesh_context() -> Any:
+    """The `jax.sharding.Mesh` of `jax.set_mesh`, or None; unlike the public
+    `jax.sharding.get_mesh` it also answers while a function is traced."""
+    from jax._src import mesh as mesh_lib
+
+    found = mesh_lib.get_concrete_mesh()
+    return None if found is None or found.empty else found
+
+
 # --- jax's internal GSPMDSharding (gone from jax.sharding since 0.4.3x) ----------
 
 

@@ -27,6 +27,7 @@ import jax.extend.backend
 import numpy as np
 from jax.tree_util import PyTreeDef
 
+from meshjit.compiler.bridge import set_mesh_context
 from meshjit.errors import MeshjitError, ShardingError
 from meshjit.frontend import resolve as _resolve
 from meshjit.frontend.args import (
@@ -104,11 +105,8 @@ def context_mesh() -> Mesh | None:
     found = current_mesh()
     if found is not None:
         return found
-    try:
-        jax_mesh = jax.sharding.get_mesh()
-    except ValueError:
-        return None
-    if isinstance(jax_mesh, jax.sharding.Mesh) and not jax_mesh.empty:
+    jax_mesh = set_mesh_context()
+    if isinstance(jax_mesh, jax.sharding.Mesh):
         return Mesh.from_jax(jax_mesh)
     return None
 

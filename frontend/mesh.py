@@ -4,7 +4,8 @@ Behaves like `jax.sharding.Mesh` (same attributes, reprs and `with mesh:` use) b
 validates what JAX accepts silently: duplicate axis names, duplicate devices,
 `None` names and a device array whose rank differs from the number of names.
 `with mesh:` pushes onto a thread-local stack that `pjit` and
-`with_sharding_constraint` read through `current_mesh()`.
+`with_sharding_constraint` read through `current_mesh()`, as they read jax's
+own `with jax.sharding.Mesh(...):`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType
 
+from meshjit.compiler.bridge import legacy_context_mesh
 from meshjit.dialects.sharding import MeshAxis, MeshModel
 from meshjit.errors import ShardingError
 
@@ -34,9 +36,23 @@ class _MeshStack(threading.local):
 _STACK = _MeshStack()
 
 
+_FROM_JAX: dict[jax.sharding.Mesh, Mesh] = {}
+
+
 def current_mesh() -> Mesh | None:
-    """The innermost mesh entered with `with mesh:` on this thread, if any."""
-    return _STACK.meshes[-1] if _STACK.meshes else None
+    """The innermost mesh entered with `with mesh:` on this thread, if any: a
+    meshjit Mesh first, else a `jax.sharding.Mesh` entered with jax's own
+    (deprecated) `with mesh:`, which jax's pjit and with_sharding_constraint
+    read too."""
+    if _STACK.meshes:
+        return _STACK.meshes[-1]
+    found = legacy_context_mesh()
+    if found is None:
+        return None
+    mesh = _FROM_JAX.get(found)
+    if mesh is None:
+        mesh = _FROM_JAX.setdefault(found, Mesh.from_jax(found))
+    return mesh
 
 
 class Mesh:

@@ -8,6 +8,8 @@ shows which path ran.
 
 from __future__ import annotations
 
+import warnings
+
 from typing import Any
 
 import jax
@@ -173,6 +175,40 @@ def test_jax_mesh_context_is_part_of_the_dispatch_key() -> None:
             out2 = f(X)
     assert out8.sharding.mesh.shape == {"x": 8}  # type: ignore[attr-defined]
     assert out2.sharding.mesh.shape == {"x": 2, "y": 4}  # type: ignore[attr-defined]
+
+
+def test_jax_deprecated_mesh_context_is_a_mesh_context() -> None:
+    """`with jax.sharding.Mesh(...):` (deprecated in jax, still what pjit code
+    uses) resolves bare PartitionSpecs and pjit's None (= replicated), and is
+    part of the dispatch key like meshjit's own `with mesh:`."""
+    f = meshjit.pjit(lambda a: a * 2.0, in_shardings=P("x"), out_shardings=None)
+    other = jax.sharding.Mesh(np.array(DEVICES).reshape(2, 4), ("x", "y"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for _ in range(2):
+            with JAX_MESH8:
+                out8 = f(X)
+            with other:
+                out2 = f(X)
+    assert out8.sharding.mesh.shape == {"x": 8}  # type: ignore[attr-defined]
+    assert out2.sharding.mesh.shape == {"x": 2, "y": 4}  # type: ignore[attr-defined]
+    assert out2.sharding.spec == jax.P()  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(out2, X * 2.0)
+
+
+def test_with_sharding_constraint_sees_either_jax_mesh_context() -> None:
+    def fn(a: jax.Array) -> jax.Array:
+        return meshjit.with_sharding_constraint(a * 2.0, P("x"))
+
+    with jax.set_mesh(JAX_MESH8):
+        out = meshjit.jit(fn)(X)
+    assert out.sharding.spec == jax.P("x")  # type: ignore[attr-defined]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with JAX_MESH8:
+            out = meshjit.pjit(fn)(X)
+    assert out.sharding.spec == jax.P("x")  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(out, X * 2.0)
 
 
 def test_disable_jit_runs_the_function_eagerly_as_jax_does() -> None:
