@@ -48,6 +48,26 @@ def set_mesh_context() -> Any:
     return None if found is None or found.empty else found
 
 
+# --- jax.distributed's key-value store ----------------------------------------------
+
+
+def distributed_client() -> Any:
+    """The `jax.distributed` client (its key-value store), or an error if
+    `jax.distributed.initialize()` did not run."""
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    if client is None:
+        from meshjit.errors import ShardingError
+
+        raise ShardingError(
+            "the mesh spans devices of several processes but jax.distributed is "
+            "not initialized in this one: call meshjit.distributed.initialize() "
+            "first"
+        )
+    return client
+
+
 # --- jax's internal GSPMDSharding (gone from jax.sharding since 0.4.3x) ----------
 
 

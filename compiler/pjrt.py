@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from meshjit.compiler import bridge
+from meshjit.compiler import bridge, processes
+from meshjit.compiler.processes import check_same_program, sync_timeout
 from meshjit.dialects.sharding import MeshModel
 from meshjit.errors import ShardingError
 
@@ -99,14 +101,37 @@ class PartitionedExecutable:
         self.out_shardings = tuple(
             jax_sharding(mesh, self.devices, o.layout) for o in self.outputs
         )
+        self._text = text
+        # Several processes: the others' programs are compared at the first run.
+        processes = sorted({d.process_index for d in self.devices})
+        self._unchecked = processes if len(processes) > 1 else None
+        self._check_lock = threading.Lock()
+        self.name = "main"
+        self.arguments: tuple[str, ...] = ()
+
+    def describe(self, name: str, arguments: Sequence[str]) -> None:
+        """How a process mismatch names this program and its arguments."""
+        self.name = name
+        self.arguments = tuple(arguments)
 
     def __call__(self, *args: jax.Array) -> list[jax.Array]:
+        if self._unchecked is not None:
+            self._check_processes()
         results = self.executable.execute_sharded(list(args))
         pieces = results.disassemble_into_single_device_arrays()
         return [
             _assemble(o, s, list(p))
             for o, s, p in zip(self.outputs, self.out_shardings, pieces, strict=True)
         ]
+
+    def _check_processes(self) -> None:
+        with self._check_lock:
+            participants = self._unchecked
+            if participants is None:
+                return
+            program = processes.Program(self.name, self._text, self.arguments)
+            check_same_program(program, participants, sync_timeout())
+            self._unchecked = None
 
     def hlo_text(self) -> str:
         return str(self.executable.hlo_modules()[0].to_string())

@@ -14,6 +14,7 @@ from meshjit.errors import (
     JitArgumentError,
     MeshjitError,
     PipelineError,
+    ProcessMismatchError,
     ShardingError,
 )
 from meshjit.frontend.cache import explain_cache_misses
@@ -47,6 +48,7 @@ __all__ = [
     "PipelineError",
     "PmapSharding",
     "PositionalSharding",
+    "ProcessMismatchError",
     "Sharding",
     "ShardingError",
     "SingleDeviceSharding",

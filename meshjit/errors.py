@@ -19,6 +19,11 @@ class PipelineError(MeshjitError, ValueError):
     """A pass pipeline text that names an unknown pass or a bad option."""
 
 
+class ProcessMismatchError(MeshjitError, RuntimeError):
+    """Processes of one jax.distributed job about to run different programs
+    (or one of them gone): running on would hang in a collective."""
+
+
 class InternalError(MeshjitError, RuntimeError):
     """A bug in meshjit itself, not in the user's input."""
 

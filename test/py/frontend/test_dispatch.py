@@ -9,7 +9,6 @@ shows which path ran.
 from __future__ import annotations
 
 import warnings
-
 from typing import Any
 
 import jax
