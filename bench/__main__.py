@@ -22,7 +22,7 @@ import traceback
 
 import jax
 
-from bench import dispatch, first_call, scaling
+from bench import dispatch, first_call, multiprocess, scaling
 from bench.measure import Row, measure
 from bench.models import MODELS
 from bench.workloads import ALL
@@ -141,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the warm persistent cache runs",
     )
+    parser.add_argument(
+        "--no-multiprocess",
+        action="store_true",
+        help="skip the 1 x 8 vs 2 x 4 processes runs",
+    )
     args = parser.parse_args(argv)
     steps = args.steps or (10 if args.quick else 30)
     works = [w for w in (*ALL, *MODELS) if (not args.quick or w.quick)]
@@ -185,6 +190,19 @@ def main(argv: list[str] | None = None) -> int:
             "cache warm, in a new process, vs jax.jit's cold first call:",
         ]
         lines += first_call.lines(first_call.WORKLOADS[:1] if args.quick else None)
+    if not args.no_multiprocess:
+        lines += [
+            "",
+            "Several processes (python -m meshjit.launch, gloo over loopback): "
+            "the same step on 1 process x 8 devices and 2 processes x 4 devices, "
+            "medians of single steps alternating with jax.jit's:",
+        ]
+        lines += multiprocess.lines(
+            steps=min(steps, 10) if args.quick else steps,
+            workloads=multiprocess.WORKLOADS[:1]
+            if args.quick
+            else multiprocess.WORKLOADS,
+        )
     if not args.no_scaling:
         sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
         points = scaling.size_scaling(sizes)

@@ -47,6 +47,7 @@ class CompileKey:
     committed: tuple[Hashable, ...]  # the jax sharding of each committed leaf, or None
     context_mesh: Hashable
     extra: Hashable = None
+    default_device: Hashable = None  # jax.default_device, where no input decides
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,10 @@ def compile_differences(old: CompileKey, new: CompileKey) -> list[str]:
         diffs.append(f"context mesh: {old.context_mesh} -> {new.context_mesh}")
     if old.extra != new.extra:
         diffs.append(f"options: {old.extra} -> {new.extra}")
+    if old.default_device != new.default_device:
+        diffs.append(
+            f"jax.default_device: {old.default_device} -> {new.default_device}"
+        )
     return diffs
 
 

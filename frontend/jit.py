@@ -269,7 +269,13 @@ class JitFunction:
             tuple(leaf.aval_key() for leaf in leaves),
             tuple(leaf.path for leaf in leaves),
         )
-        compile_key = CompileKey(trace_key, committed, mesh, self._device)
+        compile_key = CompileKey(
+            trace_key,
+            committed,
+            mesh,
+            self._device,
+            jax.config.jax_default_device,  # type: ignore[attr-defined]
+        )
         return _Prepared(
             form,
             tuple(flat),

@@ -194,7 +194,17 @@ def _pick_mesh(
         )
     if singles:
         return single_device_mesh(next(iter(singles))), True
-    return single_device_mesh(jax.devices()[0]), True
+    return single_device_mesh(default_device()), True
+
+
+def default_device() -> Any:
+    """Where a computation with no committed argument runs, as in jax: the
+    `jax.default_device` setting, else this process's first local device (with
+    several processes, jax.devices()[0] may belong to another one)."""
+    chosen = jax.config.jax_default_device  # type: ignore[attr-defined]
+    if isinstance(chosen, jax.Device):
+        return chosen
+    return jax.local_devices()[0]
 
 
 def check_fits(s: NamedSharding, leaf: LeafInfo, what: str, api: str) -> None:

@@ -1,6 +1,7 @@
 """The main demo: a sharded model compiled by `meshjit.jit` on 8 CPU devices.
 
     python -m meshjit.demo
+    python -m meshjit.launch -n 2 --devices-per-process 4 -m meshjit.demo
 
 A two-layer MLP with Megatron-style shardings on a 2x4 ("data", "model") mesh:
 meshjit traces it with JAX, propagates shardings with its own pass, partitions
@@ -8,11 +9,14 @@ it into a per-device program with explicit collectives and runs it through
 PJRT. The demo prints the result (checked against numpy), the shardings meshjit
 chose for every value and why, the collectives it inserted, and then runs the
 seed pages' examples (`selu`, `g(x, n)` with static_argnames, pjit's convolve).
+Under `meshjit.launch` the same mesh spans the devices of every process: each
+process prints its check of the result, process 0 the report.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -21,6 +25,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 def _model() -> None:
     import jax
     import numpy as np
+    from jax.experimental import multihost_utils
 
     import meshjit
     from meshjit import Mesh, NamedSharding, P
@@ -43,23 +48,41 @@ def _model() -> None:
         ),
         out_shardings=sharded("data", None),
     )
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(0)  # the same values in every process
     x = rng.standard_normal((32, 64), dtype=np.float32)
     w1 = rng.standard_normal((64, 256), dtype=np.float32) * 0.1
     w2 = rng.standard_normal((256, 64), dtype=np.float32) * 0.1
-    out = model(x, w1, w2)
     h = x @ w1
     gelu = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))
     expected = gelu @ w2
+    shardings = (sharded("data", None), sharded(None, "model"), sharded("model", None))
+    args: list[Any] = [x, w1, w2]
+    if jax.process_count() > 1:
+        # Several processes: arguments are global arrays, each process
+        # supplying the blocks its own devices hold.
+        args = [
+            jax.make_array_from_callback(v.shape, s.to_jax(), v.__getitem__)
+            for v, s in zip(args, shardings, strict=True)
+        ]
+    out = model(*args)
+    whole = np.asarray(multihost_utils.process_allgather(out, tiled=True))
+    error = float(np.max(np.abs(whole - expected)))
+    if jax.process_count() > 1:
+        print(
+            f"process {jax.process_index()} of {jax.process_count()}: "
+            f"{len(out.addressable_shards)} of the result's {len(mesh.devices.flat)} "
+            f"blocks here, max |meshjit - numpy| = {error:.2e}"
+        )
+        if jax.process_index() != 0:
+            return
     print(f"== meshjit.jit(mlp) on {mesh} ==")
     print(f"result: {out.dtype}{list(out.shape)}, sharding {out.sharding.spec}")
-    print(f"result[0, :4] = {np.asarray(out)[0, :4]}")
-    error = float(np.max(np.abs(np.asarray(out) - expected)))
+    print(f"result[0, :4] = {whole[0, :4]}")
     print(f"max |meshjit - numpy| = {error:.2e}")
     info = model.cache_info()
     print(f"cache: {info.traces} trace, {info.compiles} compile")
 
-    explanation = meshjit.explain(model, x, w1, w2)
+    explanation = meshjit.explain(model, *args)
     print("\n== shardings meshjit chose for every value (meshjit.explain) ==")
     print(explanation.summary(), end="")
     why = explanation.propagation_text.split("\nresult of ")[0]
@@ -68,24 +91,31 @@ def _model() -> None:
     print("\n== collectives inserted by meshjit's partitioner ==")
     print(explanation.collectives_text, end="")
     print("\n== the per-device program (Lowered.as_text(stage='partitioned')) ==")
-    print(model.lower(x, w1, w2).as_text(stage="partitioned"), end="")
+    print(model.lower(*args).as_text(stage="partitioned"), end="")
 
 
 def _seed_examples() -> None:
     import jax
     import jax.numpy as jnp
     import numpy as np
+    from jax.experimental import multihost_utils
 
     import meshjit
     from meshjit.sharding import Mesh, PartitionSpec
 
-    print("\n== the seed pages' examples, run by meshjit ==")
+    # Every process runs every program (the pjit below spans all of them);
+    # process 0 prints.
+    def say(*parts: object, end: str = "\n") -> None:
+        if jax.process_index() == 0:
+            print(*parts, end=end)
+
+    say("\n== the seed pages' examples, run by meshjit ==")
 
     def selu(x: jax.Array, alpha: float = 1.67, lmbda: float = 1.05) -> jax.Array:
         return lmbda * jnp.where(x > 0, x, alpha * jnp.exp(x) - alpha)
 
     selu_jit = meshjit.jit(selu)
-    print("selu_jit(jnp.arange(5.0)) =", selu_jit(jnp.arange(5.0)))
+    say("selu_jit(jnp.arange(5.0)) =", selu_jit(jnp.arange(5.0)))
 
     def g(x: jax.Array, n: int) -> jax.Array:
         i = 0
@@ -94,7 +124,7 @@ def _seed_examples() -> None:
         return x + i
 
     g_jit = meshjit.jit(g, static_argnames=["n"])
-    print("g_jit(10, 20) =", g_jit(10, 20))
+    say("g_jit(10, 20) =", g_jit(10, 20))
 
     f = meshjit.pjit(
         lambda x: jnp.convolve(x, jnp.asarray([0.5, 1.0, 0.5]), mode="same"),
@@ -103,14 +133,24 @@ def _seed_examples() -> None:
     )
     with Mesh(np.array(jax.devices()[:8]), ("devices",)):
         data = f(jnp.arange(8 * 5))
-    print("pjit convolve:", data)
-    print("  sharded as", data.sharding.spec, "with shards of shape", end=" ")
-    print(data.addressable_shards[0].data.shape)
+    say("pjit convolve:", multihost_utils.process_allgather(data, tiled=True))
+    say("  sharded as", data.sharding.spec, "with shards of shape", end=" ")
+    say(data.addressable_shards[0].data.shape)
 
 
 def main() -> None:
+    from meshjit.launch import COORDINATOR
+
+    if COORDINATOR in os.environ:  # started by python -m meshjit.launch
+        import meshjit.distributed
+
+        meshjit.distributed.initialize()
     _model()
     _seed_examples()
+    import jax
+
+    if jax.process_index() != 0:
+        return
     from meshjit import native
 
     st = native.status()

@@ -25,6 +25,7 @@ def test_quick_bench_runs_one_workload(tmp_path: Path) -> None:
             "2",
             "--no-scaling",
             "--no-first-call",
+            "--no-multiprocess",
             "--out",
             str(out),
         ],
@@ -48,6 +49,15 @@ def test_quick_bench_runs_one_workload(tmp_path: Path) -> None:
     report = out.read_text()
     assert report.startswith("# meshjit benchmark results")
     assert "| long_while | dp8 | 8 |" in report
+
+
+def test_the_multiprocess_bench_runs_both_jobs() -> None:
+    from bench import multiprocess
+
+    found = multiprocess.lines(steps=1, workloads=(("mlp_train_dp_tp", 1),))
+    assert len(found) == 2, found
+    assert "1 x 8 devices: meshjit " in found[0], found
+    assert "2 x 4 devices: meshjit " in found[1], found
 
 
 def test_xla_replica_group_spellings() -> None:

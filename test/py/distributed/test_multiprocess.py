@@ -129,3 +129,24 @@ def test_launcher_stops_a_hung_job() -> None:
 
     code = "import time; time.sleep(60)"
     assert run([sys.executable, "-c", code], 2, timeout=1.5) == 124
+
+
+def test_the_readme_runs_the_demo_on_two_processes() -> None:
+    readme = (TOP / "README.md").read_text()
+    command = ".venv/bin/python -m meshjit.launch -n 2 --devices-per-process 4 -m "
+    assert f"```sh\n{command}meshjit.demo\n```" in readme
+    done = subprocess.run(
+        [sys.executable, *command.split()[1:], "meshjit.demo"],
+        capture_output=True,
+        text=True,
+        cwd=TOP,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    for p in (0, 1):
+        assert f"[p{p}] process {p} of 2: 4 of the result's 8 blocks here" in (
+            done.stdout
+        )
+    assert "[p0] == collectives inserted by meshjit's partitioner ==" in done.stdout
+    assert "[p0] pjit convolve:" in done.stdout

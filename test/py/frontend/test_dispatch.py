@@ -210,6 +210,17 @@ def test_with_sharding_constraint_sees_either_jax_mesh_context() -> None:
     np.testing.assert_array_equal(out, X * 2.0)
 
 
+def test_jax_default_device_places_uncommitted_calls_as_jax_does() -> None:
+    f = meshjit.jit(lambda a: a + 1.0)
+    seen = [f(1.0).devices()]
+    with jax.default_device(DEVICES[3]):
+        seen.append(f(1.0).devices())
+        seen.append(f(1.0).devices())
+    seen.append(f(1.0).devices())
+    assert seen == [{DEVICES[0]}, {DEVICES[3]}, {DEVICES[3]}, {DEVICES[0]}]
+    assert "jax.default_device" in f.cache_info().log[-1]
+
+
 def test_disable_jit_runs_the_function_eagerly_as_jax_does() -> None:
     seen: list[object] = []
 
