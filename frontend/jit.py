@@ -45,6 +45,7 @@ from meshjit.frontend.sharding import (
     NamedSharding,
     PartitionSpec,
     Sharding,
+    SingleDeviceSharding,
     from_jax,
 )
 from meshjit.frontend.stages import Compiled, Lowered, LoweringInputs, Traced
@@ -655,9 +656,15 @@ def _constraint_sharding(spec: object, path: str) -> NamedSharding | None:
         spec = from_jax(spec)
     if isinstance(spec, NamedSharding):
         return spec
+    if isinstance(spec, SingleDeviceSharding):
+        # As jax: the whole value on that device (a computation on other
+        # devices then reports the mismatch).
+        return NamedSharding(
+            _resolve.single_device_mesh(next(iter(spec.device_set))), PartitionSpec()
+        )
     raise ShardingError(
-        f"with_sharding_constraint for `{path}` needs a NamedSharding or a "
-        f"PartitionSpec, found {spec!r}"
+        f"with_sharding_constraint for `{path}` needs a NamedSharding, a "
+        f"SingleDeviceSharding or a PartitionSpec, found {spec!r}"
     )
 
 

@@ -176,7 +176,9 @@ def _pick_mesh(
         if named is not None:
             return named.mesh, False
     if req.constraint_meshes:
-        return req.constraint_meshes[0], False
+        mesh = req.constraint_meshes[0]
+        # with_sharding_constraint(x, SingleDeviceSharding(d)): one device.
+        return mesh, mesh.axis_names == (SINGLE_DEVICE_AXIS,)
     if req.traced_mesh is not None:
         model = req.traced_mesh
         pool = jax.devices()

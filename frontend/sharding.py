@@ -293,7 +293,7 @@ class Sharding(abc.ABC):
         if isinstance(other, PmapSharding):
             return other.is_equivalent_to(self, ndim)
         try:
-            same = _hlo_equal(self._hlo(ndim), other._hlo(ndim))
+            same = _hlo_equal(self._compared_hlo(ndim), other._compared_hlo(ndim))
         except ShardingError:
             return False
         return (
@@ -301,6 +301,10 @@ class Sharding(abc.ABC):
             and self.memory_kind == other.memory_kind
             and self._device_assignment == other._device_assignment
         )
+
+    def _compared_hlo(self, ndim: int) -> HloSharding:
+        """The HLO sharding `is_equivalent_to` compares."""
+        return self._hlo(ndim)
 
     def to_gspmd_text(self, ndim: int) -> str:
         """XLA's sharding text for a rank-`ndim` value (indices into the devices)."""
@@ -489,6 +493,17 @@ class NamedSharding(Sharding):
             )
             self._cache[ndim] = cached
         return cached
+
+    def _compared_hlo(self, ndim: int) -> HloSharding:
+        # As jax: `None` entries past the rank do not count (P('x', None) on a
+        # rank-1 value is P('x')); other entries past it still fail.
+        parts = self._spec.partitions
+        if len(parts) > ndim and all(p is None for p in parts[ndim:]):
+            trimmed = NamedSharding(
+                self._mesh, PartitionSpec(*parts[:ndim]), memory_kind=self.memory_kind
+            )
+            return trimmed._hlo(ndim)
+        return self._hlo(ndim)
 
     def shard_shape(self, global_shape: Sequence[int]) -> Shape:
         shape = _shape(global_shape)

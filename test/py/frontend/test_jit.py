@@ -397,3 +397,31 @@ def test_no_warnings_on_a_clean_call() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         MLP(X, W1, W2)
+
+
+# as jax 0.10.2 (issue 18) --------------------------------------------------------
+
+
+def test_trailing_none_past_the_rank_is_equivalent_as_in_jax() -> None:
+    a, b = NamedSharding(MESH8, P("x")), NamedSharding(MESH8, P("x", None))
+    assert a.is_equivalent_to(b, 1)
+    assert b.is_equivalent_to(a, 1)
+    jax_mesh = jax.sharding.Mesh(np.array(DEVICES), ("x",))
+    ja = jax.sharding.NamedSharding(jax_mesh, jax.P("x"))
+    jb = jax.sharding.NamedSharding(jax_mesh, jax.P("x", None))
+    assert ja.is_equivalent_to(jb, 1)  # the reference
+    assert not NamedSharding(MESH8, P(None, "x")).is_equivalent_to(a, 1)
+
+
+def test_with_sharding_constraint_takes_a_single_device_sharding() -> None:
+    one = jax.sharding.SingleDeviceSharding(DEVICES[2])
+
+    def fn(a: jax.Array) -> jax.Array:
+        return meshjit.with_sharding_constraint(a * 2.0, one)
+
+    out = meshjit.jit(fn)(jnp.ones(4))
+    assert out.sharding == one
+    np.testing.assert_array_equal(out, 2.0)
+    spread = meshjit.jit(fn, in_shardings=NamedSharding(MESH8, P("x")))
+    with pytest.raises(meshjit.ShardingError, match="one mesh"):
+        spread(jnp.ones(8))
