@@ -27,6 +27,18 @@ def backend() -> Any:
     return jax.extend.backend.get_backend()
 
 
+# --- arrays ------------------------------------------------------------------------
+
+
+def single_device_array(piece: Any, sharding: Any, committed: bool) -> Any:
+    """A jax.Array of one device's buffer, committed to it or not (jax's own
+    outputs are uncommitted when nothing chose their device; no public
+    constructor makes such an array)."""
+    from jax._src import array
+
+    return array.ArrayImpl(piece.aval, sharding, [piece], committed=committed)
+
+
 # --- jax's deprecated `with mesh:` context ----------------------------------------
 
 

@@ -43,6 +43,9 @@ class Placement:
     single_device: bool  # no mesh was asked for: outputs are SingleDeviceSharding
     inputs: tuple[NamedSharding, ...]
     outputs: tuple[NamedSharding | None, ...]
+    # Nothing chose the device (no committed argument, sharding, device= or
+    # constraint): outputs are uncommitted, as jax's are.
+    uncommitted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +199,10 @@ def _pick_mesh(
         )
     if singles:
         return single_device_mesh(next(iter(singles))), True
+    if req.pjit and req.context_mesh is not None:
+        # pjit under `with mesh:`: the computation runs on the context mesh
+        # (unspecified inputs replicated over it), as in jax.
+        return req.context_mesh, False
     return single_device_mesh(default_device()), True
 
 
@@ -281,7 +288,14 @@ def resolve(
         target = _onto(spec, mesh, leaf, "out_shardings for output", req.api)
         check_fits(target, leaf, "out_shardings", req.api)
         placed_out.append(target)
-    return Placement(mesh, single, tuple(placed_in), tuple(placed_out))
+    uncommitted = (
+        single
+        and req.device is None
+        and not req.constraint_meshes
+        and all(c is None for c in req.committed)
+        and all(x is None for x in (*ins, *outs))
+    )
+    return Placement(mesh, single, tuple(placed_in), tuple(placed_out), uncommitted)
 
 
 def _check_committed(

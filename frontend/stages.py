@@ -580,9 +580,10 @@ class Compiled:
                 )
         outs = self._spmd.executable(*placed)
         if self._single is not None:
+            committed = not inputs.placement.uncommitted
             outs = [
-                jax.make_array_from_single_device_arrays(
-                    o.shape, self._single, [o.addressable_data(0)]
+                bridge.single_device_array(
+                    o.addressable_data(0), self._single, committed
                 )
                 for o in outs
             ]

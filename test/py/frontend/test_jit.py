@@ -425,3 +425,29 @@ def test_with_sharding_constraint_takes_a_single_device_sharding() -> None:
     spread = meshjit.jit(fn, in_shardings=NamedSharding(MESH8, P("x")))
     with pytest.raises(meshjit.ShardingError, match="one mesh"):
         spread(jnp.ones(8))
+
+
+def test_outputs_are_uncommitted_when_nothing_chose_the_device() -> None:
+    """As jax: uncommitted inputs and no shardings give uncommitted outputs
+    (later calls may move them); anything that picks devices commits them."""
+    f = meshjit.pjit(lambda a: a * 2.0)
+    for _ in range(2):  # the Python path, then jax's C++ dispatch
+        out = f(jnp.arange(8.0))
+        assert not out.committed
+    assert f.cache_info().fast == 1
+    placed = jax.device_put(jnp.arange(8.0), DEVICES[1])
+    assert f(placed).committed
+    assert meshjit.jit(lambda a: a, in_shardings=NamedSharding(MESH8, P()))(
+        jnp.arange(8.0)
+    ).committed
+
+
+def test_pjit_under_a_jax_mesh_context_runs_on_the_mesh() -> None:
+    jax_mesh = jax.sharding.Mesh(np.array(DEVICES).reshape(2, 4), ("x", "y"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with jax_mesh:
+            out = meshjit.pjit(jnp.sin)(jnp.arange(8.0))
+    assert out.sharding == jax.sharding.NamedSharding(jax_mesh, jax.P())
+    assert out.committed
+    np.testing.assert_allclose(out, np.sin(np.arange(8.0)), rtol=1e-6)
