@@ -11,8 +11,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from meshjit.compiler import bridge, processes
-from meshjit.compiler.processes import check_same_program, sync_timeout
+from meshjit.compiler import bridge
+from meshjit.compiler.processes import Program, check_same_program, sync_timeout
 from meshjit.dialects.sharding import MeshModel
 from meshjit.errors import ShardingError
 
@@ -103,8 +103,8 @@ class PartitionedExecutable:
         )
         self._text = text
         # Several processes: the others' programs are compared at the first run.
-        processes = sorted({d.process_index for d in self.devices})
-        self._unchecked = processes if len(processes) > 1 else None
+        owners = sorted({d.process_index for d in self.devices})
+        self._unchecked = owners if len(owners) > 1 else None
         self._check_lock = threading.Lock()
         self.name = "main"
         self.arguments: tuple[str, ...] = ()
@@ -129,7 +129,7 @@ class PartitionedExecutable:
             participants = self._unchecked
             if participants is None:
                 return
-            program = processes.Program(self.name, self._text, self.arguments)
+            program = Program(self.name, self._text, self.arguments)
             check_same_program(program, participants, sync_timeout())
             self._unchecked = None
 
