@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax.extend.backend  # imported here, not lazily: threads raced on it
+from jax._src import mesh as _jax_mesh
 from jax._src.interpreters import mlir as _jax_mlir
 from jaxlib.mlir import ir
 
@@ -44,19 +45,15 @@ def single_device_array(piece: Any, sharding: Any, committed: bool) -> Any:
 
 def legacy_context_mesh() -> Any:
     """The `jax.sharding.Mesh` entered with jax's deprecated `with mesh:` on
-    this thread, or None. (`jax.set_mesh` is public: `jax.sharding.get_mesh`.)"""
-    from jax._src import mesh as mesh_lib
-
-    found = mesh_lib.thread_resources.env.physical_mesh
+    this thread, or None (read on every call: kept cheap)."""
+    found = _jax_mesh.thread_resources.env.physical_mesh
     return None if found.empty else found
 
 
 def set_mesh_context() -> Any:
     """The `jax.sharding.Mesh` of `jax.set_mesh`, or None; unlike the public
     `jax.sharding.get_mesh` it also answers while a function is traced."""
-    from jax._src import mesh as mesh_lib
-
-    found = mesh_lib.get_concrete_mesh()
+    found = _jax_mesh.get_concrete_mesh()
     return None if found is None or found.empty else found
 
 

@@ -104,10 +104,16 @@ class PartitionedExecutable:
         self._text = text
         # Several processes: the others' programs are compared at the first run.
         owners = sorted({d.process_index for d in self.devices})
+        self._owners = len(owners)
         self._unchecked = owners if len(owners) > 1 else None
         self._check_lock = threading.Lock()
         self.name = "main"
         self.arguments: tuple[str, ...] = ()
+
+    @property
+    def spans_processes(self) -> bool:
+        """Whether its devices belong to more than one process."""
+        return self._owners > 1
 
     def describe(self, name: str, arguments: Sequence[str]) -> None:
         """How a process mismatch names this program and its arguments."""

@@ -391,14 +391,15 @@ class Compiled:
             else None
         )
         self._dispatch: Dispatcher | None = None
-        spmd.executable.describe(
-            inputs.fun_name,
-            [
-                f"`{inputs.leaves[k].path}`: {inputs.leaves[k].describe()} "
-                f"{self._targets[k].spec}"
-                for k in inputs.traced.kept
-            ],
-        )
+        if spmd.executable.spans_processes:  # named if the processes differ
+            spmd.executable.describe(
+                inputs.fun_name,
+                [
+                    f"`{inputs.leaves[k].path}`: {inputs.leaves[k].describe()} "
+                    f"{self._targets[k].spec}"
+                    for k in inputs.traced.kept
+                ],
+            )
 
     def _use_user_spelling(self, placement: Placement) -> None:
         """Outputs carry out_shardings as written (JAX does), and propagated
