@@ -4,9 +4,10 @@ Runs N copies of a Python program on this machine as the N processes of one
 `jax.distributed` job: each gets the coordinator's address, its process id and
 the process count in its environment (`meshjit.distributed.initialize()` reads
 them), and K CPU devices. Every line a process prints comes out prefixed with
-`[pI]`. The launcher exits with the first failing process's status (the others
-are stopped after `--grace` seconds), or 124 when the job runs past
-`--timeout`, so a hung collective cannot hang the caller.
+`[pI]`, on the launcher's stdout or stderr as the process wrote it. The
+launcher exits with the first failing process's status (the others are
+stopped after `--grace` seconds), or 124 when the job runs past `--timeout`,
+so a hung collective cannot hang the caller.
 
 On a cluster, start the processes with its own tools (SLURM `srun`, `mpirun`,
 a Kubernetes job): `meshjit.distributed.initialize()` then calls
@@ -59,13 +60,11 @@ def process_env(
     return env
 
 
-def _pump(stream: IO[str], prefix: str, lock: threading.Lock) -> None:
+def _pump(stream: IO[str], out: IO[str], prefix: str, lock: threading.Lock) -> None:
     for line in stream:
         with lock:
-            sys.stdout.write(
-                prefix + line if line.endswith("\n") else prefix + line + "\n"
-            )
-            sys.stdout.flush()
+            out.write(prefix + line if line.endswith("\n") else prefix + line + "\n")
+            out.flush()
 
 
 def _stop(procs: Sequence[subprocess.Popen[str]]) -> None:
@@ -101,16 +100,19 @@ def launch(
         proc = subprocess.Popen(
             list(command),
             env=process_env(dict(os.environ), i, processes, devices, address),
+            # Separate pipes: a line the program prints is never cut by what
+            # C++ code (gloo, XLA logs) writes to the other stream meanwhile.
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,  # its own group: stopping it stops its children
         )
         procs.append(proc)
-        assert proc.stdout is not None
-        pump = threading.Thread(target=_pump, args=(proc.stdout, f"[p{i}] ", lock))
-        pump.start()
-        pumps.append(pump)
+        for stream, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
+            assert stream is not None
+            pump = threading.Thread(target=_pump, args=(stream, out, f"[p{i}] ", lock))
+            pump.start()
+            pumps.append(pump)
 
     def say(text: str) -> None:
         with lock:
@@ -152,8 +154,9 @@ def launch(
         for pump in pumps:
             pump.join()
         for p in procs:
-            if p.stdout is not None:
-                p.stdout.close()
+            for stream in (p.stdout, p.stderr):
+                if stream is not None:
+                    stream.close()
     if status == 0:
         for i, p in enumerate(procs):
             if p.returncode:

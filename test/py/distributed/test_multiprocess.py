@@ -48,6 +48,14 @@ def launch(
     )
 
 
+def said(output: str, process: int, text: str) -> bool:
+    """Whether process `process` printed `text`: on one of its `[pI]` lines,
+    not necessarily at the start (gloo prints its connection messages from
+    other threads in pieces, which may land inside a line)."""
+    prefix = f"[p{process}] "
+    return any(line.startswith(prefix) and text in line for line in output.splitlines())
+
+
 def test_one_two_and_four_processes_compute_the_same(tmp_path: Path) -> None:
     """jit, pjit under jax's and meshjit's mesh contexts, a sharding
     constraint, donation, AOT, explain and host-local inputs on a 2x4 mesh
@@ -59,7 +67,7 @@ def test_one_two_and_four_processes_compute_the_same(tmp_path: Path) -> None:
         done = launch(n, k, str(out), "all")
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
         for p in range(n):
-            assert f"[p{p}] OK process {p} of {n}" in done.stdout
+            assert said(done.stdout, p, f"OK process {p} of {n}"), done.stdout[-4000:]
             with np.load(f"{out}-p{p}.npz") as saved:
                 results[n, p] = dict(saved)
     reference = results[1, 0]
@@ -74,30 +82,32 @@ def test_one_two_and_four_processes_compute_the_same(tmp_path: Path) -> None:
 
 def test_processes_that_trace_different_programs_get_an_error_not_a_hang() -> None:
     done = launch(2, 4, "-", "mismatch", timeout=120)
-    assert done.returncode == 1, done.stdout[-4000:]
+    errors = done.stderr  # the processes' tracebacks
+    assert done.returncode == 1, errors[-4000:]
     for p, other in ((0, 1), (1, 0)):
-        assert (
-            f"[p{p}] meshjit.errors.ProcessMismatchError: the processes compiled "
-            in (done.stdout)
-        )
-        assert (
-            f"[p{p}]   process {p}: argument `a`: f32[16,{32 if p == 0 else 16}]"
-            in (done.stdout)
-        )
-        assert f"[p{p}]   process {other}: argument `a`" in done.stdout
+        assert said(
+            errors,
+            p,
+            "meshjit.errors.ProcessMismatchError: the processes compiled ",
+        ), errors[-4000:]
+        shape = f"f32[16,{32 if p == 0 else 16}]"
+        assert said(errors, p, f"  process {p}: argument `a`: {shape}"), errors
+        assert said(errors, p, f"  process {other}: argument `a`"), errors
     assert "processes [0] compiled program A; processes [1] compiled program B" in (
-        done.stdout
+        errors
     )
 
 
 def test_a_dead_process_costs_the_others_the_sync_timeout_at_most() -> None:
     done = launch(2, 4, "-", "dies", MESHJIT_SYNC_TIMEOUT="4", timeout=120)
     assert done.returncode != 0
-    assert (
-        "[p0] ProcessMismatchError: process 0 stopped before the first run of "
+    assert said(
+        done.stdout,
+        0,
+        "ProcessMismatchError: process 0 stopped before the first run of "
         "`<lambda>` (its program run #0 across processes): processes [1] did not "
-        "arrive within 4 s"
-    ) in done.stdout, done.stdout[-4000:]
+        "arrive within 4 s",
+    ), done.stdout[-4000:]
 
 
 @pytest.mark.parametrize(
@@ -144,9 +154,8 @@ def test_the_readme_runs_the_demo_on_two_processes() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    out = done.stdout
     for p in (0, 1):
-        assert f"[p{p}] process {p} of 2: 4 of the result's 8 blocks here" in (
-            done.stdout
-        )
-    assert "[p0] == collectives inserted by meshjit's partitioner ==" in done.stdout
-    assert "[p0] pjit convolve:" in done.stdout
+        assert said(out, p, f"process {p} of 2: 4 of the result's 8 blocks here"), out
+    assert said(out, 0, "== collectives inserted by meshjit's partitioner =="), out
+    assert said(out, 0, "pjit convolve:"), out
