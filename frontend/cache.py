@@ -15,7 +15,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from jax.tree_util import PyTreeDef
 
@@ -60,9 +60,14 @@ class CacheInfo:
     fast: int = 0  # hits that jax's C++ dispatch ran without reaching Python
 
 
-def _aval_text(aval: tuple[tuple[int, ...], str, bool]) -> str:
-    shape, dtype, weak = aval
-    return f"{dtype}[{','.join(map(str, shape))}]" + (" (weak type)" if weak else "")
+def _aval_text(aval: tuple[Any, ...]) -> str:
+    """`LeafInfo.aval_key()` as text: shape, dtype, weak type, and the
+    sharding in the type (explicit sharding mode)."""
+    shape, dtype, weak, typed = aval
+    text = f"{dtype}[{','.join(map(str, shape))}]" + (" (weak type)" if weak else "")
+    if typed is not None:
+        text += f" typed {typed[1]}"
+    return text
 
 
 def trace_differences(old: TraceKey, new: TraceKey) -> list[str]:

@@ -184,6 +184,10 @@ def _pick_mesh(
         return mesh, mesh.axis_names == (SINGLE_DEVICE_AXIS,)
     if req.traced_mesh is not None:
         model = req.traced_mesh
+        if req.context_mesh is not None and req.context_mesh.to_model() == model:
+            # the mesh of `jax.set_mesh` (with its axis types), whose
+            # shardings jax's tracer wrote into the module
+            return req.context_mesh, False
         pool = jax.devices()
         flat = [pool[i] for i in model.logical_device_ids]
         devices = np.array(flat, dtype=object).reshape(model.shape)

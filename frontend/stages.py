@@ -405,18 +405,32 @@ class Compiled:
         """Outputs carry out_shardings as written (JAX does), and propagated
         shardings without trailing `None`s (as JAX prints them)."""
         executable = self._spmd.executable
+        # The placement's mesh as the user made it: its axis types too (in
+        # explicit sharding mode an output's type comes from its mesh).
+        user_mesh = placement.mesh.to_jax()
         spelled = []
-        for built, asked in zip(
-            executable.out_shardings, placement.outputs, strict=True
+        for built, asked, leaf in zip(
+            executable.out_shardings,
+            placement.outputs,
+            self._lowered.inputs.traced.outputs,
+            strict=True,
         ):
             ndim = len(built.spec)
             if asked is not None:
                 want = asked.to_jax()
+            elif leaf.sharding is not None:  # the spec in the output's type
+                want = jax.sharding.NamedSharding(user_mesh, leaf.sharding.spec)
             else:
                 parts = list(built.spec)
                 while parts and parts[-1] is None:
                     parts.pop()
-                want = jax.sharding.NamedSharding(built.mesh, jax.P(*parts))
+                mesh = built.mesh
+                if (
+                    user_mesh.axis_names == mesh.axis_names
+                    and user_mesh.devices.shape == mesh.devices.shape
+                ):
+                    mesh = user_mesh
+                want = jax.sharding.NamedSharding(mesh, jax.P(*parts))
             spelled.append(want if want.is_equivalent_to(built, ndim) else built)
         executable.out_shardings = tuple(spelled)
 

@@ -41,12 +41,19 @@ class LeafInfo:
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
     weak_type: bool = False
+    # Explicit sharding mode: the sharding in the value's type (a
+    # jax.sharding.NamedSharding on a mesh with an Explicit axis), which jax's
+    # tracer carries through every op; None for untyped (Auto) values.
+    sharding: Any = None
 
-    def aval_key(self) -> tuple[tuple[int, ...], str, bool]:
-        return (self.shape, self.dtype.name, self.weak_type)
+    def aval_key(self) -> tuple[Any, ...]:
+        typed = None if self.sharding is None else typed_key(self.sharding)
+        return (self.shape, self.dtype.name, self.weak_type, typed)
 
     def sds(self) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct(self.shape, self.dtype, weak_type=self.weak_type)
+        return jax.ShapeDtypeStruct(
+            self.shape, self.dtype, weak_type=self.weak_type, sharding=self.sharding
+        )
 
     def describe(self) -> str:
         return describe_aval(self)
@@ -59,17 +66,45 @@ class LeafInfo:
 _SCALARS = (bool, int, float, complex, np.generic)
 
 
+def typed_sharding(sharding: object) -> Any:
+    """`sharding` as the sharding in a value's type (explicit sharding mode):
+    a jax NamedSharding on a mesh with at least one Explicit axis, else None
+    (Auto and Manual axes do not appear in types)."""
+    to_jax = getattr(sharding, "to_jax", None)
+    if to_jax is not None:  # meshjit's own sharding classes
+        sharding = to_jax()
+    if not isinstance(sharding, jax.sharding.NamedSharding):
+        return None
+    explicit = jax.sharding.AxisType.Explicit
+    return sharding if explicit in tuple(sharding.mesh.axis_types) else None
+
+
+def typed_key(sharding: Any) -> tuple[Any, ...]:
+    """What of a typed sharding the trace depends on (mesh and spec)."""
+    return (sharding.mesh, sharding.spec)
+
+
 def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
     """The abstract value of an argument leaf; non-arrays must be static."""
     if isinstance(x, jax.ShapeDtypeStruct):
-        return LeafInfo(path, tuple(x.shape), np.dtype(x.dtype), bool(x.weak_type))
+        return LeafInfo(
+            path,
+            tuple(x.shape),
+            np.dtype(x.dtype),
+            bool(x.weak_type),
+            typed_sharding(x.sharding),
+        )
     if isinstance(x, (jax.Array, np.ndarray, *_SCALARS)):
         aval = jax.typeof(x)
+        typed = None
+        if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+            typed = typed_sharding(x.sharding)
         return LeafInfo(
             path,
             tuple(aval.shape),
             np.dtype(aval.dtype),
             bool(getattr(aval, "weak_type", False)),
+            typed,
         )
     raise JitArgumentError(
         f"{api}: argument `{path}` of {fun_name} is a {type(x).__name__} ({x!r:.60}), "
@@ -152,6 +187,7 @@ def trace_function(
             tuple(o.shape),
             np.dtype(o.dtype),
             bool(getattr(o, "weak_type", False)),
+            typed_sharding(getattr(o, "sharding", None)),
         )
         for p, o in out_flat
     )
