@@ -276,3 +276,14 @@ def fastpath_data(
         [None] * len(in_shardings),
         [],
     )
+
+
+# --- typed PRNG keys ---------------------------------------------------------------
+
+
+def wrap_key_data(data: Any, dtype: Any) -> Any:
+    """A typed key array of `dtype` (`key<fry>`, ...) over its key data, as
+    the executable returned it (no computation)."""
+    import jax
+
+    return jax.random.wrap_key_data(data, impl=dtype._impl)

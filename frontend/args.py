@@ -417,10 +417,20 @@ def broadcast_prefix(
     return out
 
 
+def is_key_dtype(dtype: Any) -> bool:
+    """Whether `dtype` is a typed PRNG key's (`jax.random.key(0).dtype`)."""
+    return bool(jax.numpy.issubdtype(dtype, jax.dtypes.prng_key))
+
+
 def describe_aval(x: object) -> str:
     shape = tuple(getattr(x, "shape", ()))
     dtype = getattr(x, "dtype", None)
-    short = jax.numpy.dtype(dtype).name if dtype is not None else "?"
+    if dtype is None:
+        short = "?"
+    elif is_key_dtype(dtype):
+        short = str(dtype)  # key<fry>
+    else:
+        short = jax.numpy.dtype(dtype).name
     short = {
         "float32": "f32",
         "float64": "f64",

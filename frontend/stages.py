@@ -39,6 +39,7 @@ from meshjit.frontend.trace import (
     alias_plan,
     attach_shardings,
     interface_shardings,
+    leaf_dtype,
 )
 from meshjit.passes.partition import PartitionReport
 
@@ -115,12 +116,15 @@ class Lowered:
         self._inputs = inputs
         p = inputs.placement
         kept = inputs.traced.kept
+        # On @main's ranks: a typed PRNG key's data dims are replicated.
         args = [
-            p.inputs[k].tensor_sharding(inputs.leaves[k].ndim, inputs.mesh_name)
+            p.inputs[k].tensor_sharding(
+                inputs.leaves[k].physical_ndim, inputs.mesh_name
+            )
             for k in kept
         ]
         results = [
-            None if s is None else s.tensor_sharding(o.ndim, inputs.mesh_name)
+            None if s is None else s.tensor_sharding(o.physical_ndim, inputs.mesh_name)
             for s, o in zip(p.outputs, inputs.traced.outputs, strict=True)
         ]
         self._texts: dict[str, str] = {
@@ -248,7 +252,8 @@ class Lowered:
                     if r not in taken
                     and o.shape == leaf.shape
                     and o.dtype == leaf.dtype
-                    and _layout(res_sh[r], o.ndim) == _layout(arg_sh[j], leaf.ndim)
+                    and _layout(res_sh[r], o.physical_ndim)
+                    == _layout(arg_sh[j], leaf.physical_ndim)
                 ),
                 None,
             )
@@ -391,6 +396,10 @@ class Compiled:
             else None
         )
         self._dispatch: Dispatcher | None = None
+        # Typed PRNG keys among the arguments or results (passed as key data).
+        self._keys = any(
+            leaf.key_shape for leaf in (*inputs.leaves, *inputs.traced.outputs)
+        )
         if spmd.executable.spans_processes:  # named if the processes differ
             spmd.executable.describe(
                 inputs.fun_name,
@@ -540,7 +549,7 @@ class Compiled:
             shape = tuple(np.shape(v))
             dtype = getattr(v, "dtype", None)
             if shape != leaf.shape or (
-                dtype is not None and np.dtype(dtype) != leaf.dtype
+                dtype is not None and leaf_dtype(dtype) != leaf.dtype
             ):
                 raise JitArgumentError(
                     f"{inputs.api}: argument `{leaf.path}` was compiled for "
@@ -562,8 +571,8 @@ class Compiled:
         Python path (zero-size outputs, which `_assemble` rebuilds)."""
         inputs = self._lowered.inputs
         flat, tree = jax.tree_util.tree_flatten(outs)
-        if any(0 in getattr(o, "shape", ()) for o in flat):
-            return None
+        if self._keys or any(0 in getattr(o, "shape", ()) for o in flat):
+            return None  # typed PRNG keys: unwrapped and wrapped in Python
         kept = set(inputs.traced.kept)
         return bridge.fastpath_data(
             self._spmd.executable.executable,
@@ -581,7 +590,8 @@ class Compiled:
         donated_ids: dict[int, str] = {}
         for j, k in enumerate(kept):
             v, leaf, target = flat[k], inputs.leaves[k], self._targets[k]
-            placed.append(self._place(v, leaf, target))
+            here = self._place(v, leaf, target)
+            placed.append(jax.random.key_data(here) if leaf.key_shape else here)
             if j in self._donated_main and isinstance(v, jax.Array):
                 donated_ids[id(v)] = leaf.path
         for k in kept:
@@ -601,6 +611,11 @@ class Compiled:
                     o.addressable_data(0), self._single, committed
                 )
                 for o in outs
+            ]
+        if self._keys:
+            outs = [
+                bridge.wrap_key_data(o, leaf.dtype) if leaf.key_shape else o
+                for o, leaf in zip(outs, inputs.traced.outputs, strict=True)
             ]
         return jax.tree_util.tree_unflatten(inputs.traced.out_tree, outs)
 

@@ -10,6 +10,7 @@ which is all meshjit's pipeline reads.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +27,7 @@ from meshjit.compiler.ir import ir, make_context, parse_module, print_module
 from meshjit.dialects import sdy_text
 from meshjit.dialects.sharding import MeshModel, TensorSharding
 from meshjit.errors import JitArgumentError, ShardingError
-from meshjit.frontend.args import CallForm, describe_aval
+from meshjit.frontend.args import CallForm, describe_aval, is_key_dtype
 from meshjit.frontend.mesh import Mesh
 
 # ----------------------------------------------------------------------------
@@ -39,7 +40,7 @@ class LeafInfo:
 
     path: str  # "params['w']", "result[0]"
     shape: tuple[int, ...]
-    dtype: np.dtype[Any]
+    dtype: Any  # a numpy dtype, or jax's extended dtype of typed PRNG keys
     weak_type: bool = False
     # Explicit sharding mode: the sharding in the value's type (a
     # jax.sharding.NamedSharding on a mesh with an Explicit axis), which jax's
@@ -62,8 +63,35 @@ class LeafInfo:
     def ndim(self) -> int:
         return len(self.shape)
 
+    @property
+    def key_shape(self) -> tuple[int, ...]:
+        """The trailing dims a typed PRNG key array has in the module (its
+        key data: `key<fry>[4]` is `tensor<4x2xui32>`); () for other dtypes."""
+        return key_data_shape(self.dtype)
+
+    @property
+    def physical_ndim(self) -> int:
+        """The rank of the value in the module (`ndim` plus `key_shape`)."""
+        return len(self.shape) + len(self.key_shape)
+
 
 _SCALARS = (bool, int, float, complex, np.generic)
+
+
+@functools.cache
+def _key_data_shape(dtype: Any) -> tuple[int, ...]:
+    data = jax.eval_shape(jax.random.key_data, jax.ShapeDtypeStruct((), dtype))
+    return tuple(data.shape)
+
+
+def key_data_shape(dtype: object) -> tuple[int, ...]:
+    """The trailing dims of a key dtype's data (`(2,)` for threefry), else ()."""
+    return _key_data_shape(dtype) if is_key_dtype(dtype) else ()
+
+
+def leaf_dtype(dtype: Any) -> Any:
+    """A numpy dtype, or a typed PRNG key's dtype as jax has it."""
+    return dtype if is_key_dtype(dtype) else np.dtype(dtype)
 
 
 def typed_sharding(sharding: object) -> Any:
@@ -90,7 +118,7 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
         return LeafInfo(
             path,
             tuple(x.shape),
-            np.dtype(x.dtype),
+            leaf_dtype(x.dtype),
             bool(x.weak_type),
             typed_sharding(x.sharding),
         )
@@ -102,7 +130,7 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
         return LeafInfo(
             path,
             tuple(aval.shape),
-            np.dtype(aval.dtype),
+            leaf_dtype(aval.dtype),
             bool(getattr(aval, "weak_type", False)),
             typed,
         )
@@ -185,7 +213,7 @@ def trace_function(
         LeafInfo(
             "result" + jax.tree_util.keystr(p),
             tuple(o.shape),
-            np.dtype(o.dtype),
+            leaf_dtype(o.dtype),
             bool(getattr(o, "weak_type", False)),
             typed_sharding(getattr(o, "sharding", None)),
         )
