@@ -162,7 +162,11 @@ class JitFunction:
         self._name = getattr(fun, "__name__", None) or type(fun).__name__
         self._cache = JitCache(f"{api}({self._name})")
         self._dispatchers: dict[Mesh | None, Dispatcher] = {}
-        functools.update_wrapper(self, fun)
+        # Name, docstring and __wrapped__ only: merging `fun.__dict__` would
+        # copy another JitFunction's state into this one when `fun` wraps one
+        # (jax.grad(meshjit.jit(f)) is functools.wraps'd over it) and make
+        # this one compile `f` instead of `fun`.
+        functools.update_wrapper(self, fun, updated=())
 
     # -- public API ------------------------------------------------------------------
 

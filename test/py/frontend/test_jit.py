@@ -451,3 +451,21 @@ def test_pjit_under_a_jax_mesh_context_runs_on_the_mesh() -> None:
     assert out.sharding == jax.sharding.NamedSharding(jax_mesh, jax.P())
     assert out.committed
     np.testing.assert_allclose(out, np.sin(np.arange(8.0)), rtol=1e-6)
+
+
+def test_jit_of_a_transformed_jit_compiles_the_transformed_function() -> None:
+    """jax.grad and jax.vmap functools.wraps their argument: meshjit.jit of
+    such a wrapper around another meshjit.jit must compile the wrapper (it
+    once took the inner function's state with the wrapper's __dict__)."""
+
+    def cube_sum(x: jax.Array) -> jax.Array:
+        return jnp.sum(x**3)
+
+    x = jnp.arange(4.0)
+    grad = meshjit.jit(jax.grad(meshjit.jit(cube_sum)))(x)
+    np.testing.assert_allclose(np.asarray(grad), 3 * np.arange(4.0) ** 2)
+    rows = meshjit.jit(jax.vmap(meshjit.jit(cube_sum)))(jnp.ones((3, 2)))
+    np.testing.assert_allclose(np.asarray(rows), [2.0, 2.0, 2.0])
+    wrapped = meshjit.jit(cube_sum)
+    assert wrapped.__wrapped__ is cube_sum
+    assert wrapped.__name__ == "cube_sum"
