@@ -46,6 +46,9 @@ class Placement:
     # Nothing chose the device (no committed argument, sharding, device= or
     # constraint): outputs are uncommitted, as jax's are.
     uncommitted: bool = False
+    # Per argument leaf, the sharding its in_shardings entry or its own
+    # committed sharding gave, as jax spells it; None where neither did.
+    specified: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,17 +276,22 @@ def resolve(
                 "compiles a function for one mesh: use the same mesh for both"
             )
     placed_in: list[NamedSharding] = []
+    specified: list[Any] = []
     for spec, own, leaf in zip(ins, req.committed, in_leaves, strict=True):
+        given = None
         if spec is not None:
             target = _onto(spec, mesh, leaf, "in_shardings for argument", req.api)
             check_fits(target, leaf, "in_shardings", req.api)
             if own is not None and req.device is None:
                 _check_committed(req, own, target, leaf)
+            given = target
         elif own is not None and req.device is None:
             target = _onto(own, mesh, leaf, "argument", req.api)
+            given = target
         else:
             target = NamedSharding(mesh, PartitionSpec())
         placed_in.append(target)
+        specified.append(None if given is None else given.to_jax())
     placed_out: list[NamedSharding | None] = []
     for spec, leaf in zip(outs, out_leaves, strict=True):
         if spec is None:
@@ -299,7 +307,14 @@ def resolve(
         and all(c is None for c in req.committed)
         and all(x is None for x in (*ins, *outs))
     )
-    return Placement(mesh, single, tuple(placed_in), tuple(placed_out), uncommitted)
+    return Placement(
+        mesh,
+        single,
+        tuple(placed_in),
+        tuple(placed_out),
+        uncommitted,
+        tuple(specified),
+    )
 
 
 def _check_committed(

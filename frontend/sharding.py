@@ -172,8 +172,22 @@ class PartitionSpec:
 
     @classmethod
     def from_jax(cls, spec: jax.sharding.PartitionSpec) -> PartitionSpec:
+        sets = {
+            name: found
+            for name in ("unreduced", "reduced")
+            if (found := getattr(spec, name, None))
+        }
+        if sets:
+            shown = ", ".join(f"{k}={set(v)}" for k, v in sets.items())
+            raise NotImplementedError(
+                f"{spec!r} has {shown}: meshjit does not support unreduced or "
+                "reduced PartitionSpecs yet (its partitioner has no unreduced "
+                "values at function boundaries)"
+            )
         unconstrained = jax.sharding.PartitionSpec.UNCONSTRAINED
-        return cls(*(UNCONSTRAINED if p is unconstrained else p for p in spec))
+        return cls(
+            *(UNCONSTRAINED if p is unconstrained else p for p in spec.partitions)
+        )
 
 
 P = PartitionSpec

@@ -414,14 +414,29 @@ class Compiled:
         """Outputs carry out_shardings as written (JAX does), and propagated
         shardings without trailing `None`s (as JAX prints them)."""
         executable = self._spmd.executable
+        inputs = self._lowered.inputs
+        traced = inputs.traced
         # The placement's mesh as the user made it: its axis types too (in
         # explicit sharding mode an output's type comes from its mesh).
         user_mesh = placement.mesh.to_jax()
+        # jax's rule: an output laid out as the first argument with a given
+        # sharding, of the same rank and mesh, carries that sharding itself.
+        first = next(
+            (
+                (placement.specified[k], inputs.leaves[k].ndim)
+                for k in traced.kept
+                if k < len(placement.specified)
+                and isinstance(placement.specified[k], jax.sharding.NamedSharding)
+            ),
+            None,
+        )
+        out_meshes = traced.out_meshes or (None,) * len(traced.outputs)
         spelled = []
-        for built, asked, leaf in zip(
+        for built, asked, leaf, out_mesh in zip(
             executable.out_shardings,
             placement.outputs,
-            self._lowered.inputs.traced.outputs,
+            traced.outputs,
+            out_meshes,
             strict=True,
         ):
             ndim = len(built.spec)
@@ -429,6 +444,13 @@ class Compiled:
                 want = asked.to_jax()
             elif leaf.sharding is not None:  # the spec in the output's type
                 want = jax.sharding.NamedSharding(user_mesh, leaf.sharding.spec)
+            elif (
+                first is not None
+                and first[1] == leaf.ndim == ndim
+                and out_mesh == first[0].mesh.abstract_mesh
+                and first[0].is_equivalent_to(built, ndim)
+            ):
+                want = first[0]
             else:
                 parts = list(built.spec)
                 while parts and parts[-1] is None:

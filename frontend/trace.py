@@ -174,6 +174,9 @@ class TracedModule:
     kept: tuple[int, ...]  # indices of the argument leaves @main still takes
     constraint_meshes: tuple[Mesh, ...]
     jaxpr: Any  # jax's ClosedJaxpr (for users; meshjit reads only `text`)
+    # Each output's abstract mesh in jax's types (empty without a mesh
+    # context): decides how an output sharding is spelled, as in jax.
+    out_meshes: tuple[Any, ...] = ()
 
     @property
     def out_info(self) -> Any:
@@ -228,6 +231,10 @@ def trace_function(
         kept,
         tuple(dict.fromkeys(meshes)),
         traced.jaxpr,
+        tuple(
+            getattr(getattr(a, "sharding", None), "mesh", None)
+            for a in traced.jaxpr.out_avals
+        ),
     )
 
 

@@ -37,6 +37,20 @@ from meshjit.passes.partitioner.report import PartitionFailure, PartitionReport
 from meshjit.passes.partitioner.table import ALWAYS_REPLICATED, DEFAULT, HANDLERS
 
 
+def refuse_unreduced(sharding: TensorSharding, loc: SourceLoc) -> None:
+    """Unreduced values (each device holds a partial sum over some axes) are
+    not modelled yet: partitioning as if they were replicated would compute
+    wrong values, so they are refused."""
+    if sharding.unreduced:
+        axes = ", ".join(str(a) for a in sharding.unreduced)
+        raise PartitionFailure(
+            loc,
+            f"a sharding with unreduced={{{axes}}} (jax's `unreduced=`/`reduced=` "
+            "PartitionSpecs, or jax's top_level_all_gather): meshjit's partitioner "
+            "does not support unreduced values yet",
+        )
+
+
 def _read_layouts(graph: Graph, mesh_name: str) -> dict[int, Layout]:
     """Value id -> layout from the shardings in the module."""
     layouts: dict[int, Layout] = {}
@@ -48,6 +62,7 @@ def _read_layouts(graph: Graph, mesh_name: str) -> dict[int, Layout]:
                 f"partition handles one mesh; found @{sharding.mesh_name} beside "
                 f"@{mesh_name}",
             )
+        refuse_unreduced(sharding, loc)
         layouts[vid] = layout_of(sharding)
 
     for node in graph.walk():
@@ -64,6 +79,10 @@ def _read_layouts(graph: Graph, mesh_name: str) -> dict[int, Layout]:
                 put(node.results[0], parse_sharding(s.text), node.loc)
             continue
         if node.op == "sdy.manual_computation":
+            ins = node.attrs.get("in_shardings")
+            if isinstance(ins, Opaque):
+                for s in _parse_per_value(ins.text):
+                    refuse_unreduced(s, node.loc)
             # Its results are laid out as its out_shardings say.
             outs = node.attrs.get("out_shardings")
             if isinstance(outs, Opaque):
@@ -185,9 +204,12 @@ def partition_module_text(
         s = res_info[i].get("sdy.sharding") if i < len(res_info) else None
         rank = len(graph.value(vid).shape or ())
         text = s.text if isinstance(s, Opaque) else None
-        out_layouts.append(
-            layout_of(parse_sharding(text)) if text else replicated(rank)
-        )
+        if text:
+            sharding = parse_sharding(text)
+            refuse_unreduced(sharding, main.loc)
+            out_layouts.append(layout_of(sharding))
+        else:
+            out_layouts.append(replicated(rank))
     _aim_at_results(graph, ctx, set(body.args), returned_ids, out_layouts)
     args = body.args
     ctx.b.indent = 3

@@ -213,3 +213,24 @@ def test_contracting_sharded_dims_need_out_sharding() -> None:
     for jit in (jax.jit, meshjit.jit):
         with pytest.raises(Exception, match="out_sharding"):
             jit(lambda a, b: a @ b)(x, w)
+
+
+def test_unreduced_values_are_refused_not_miscomputed() -> None:
+    """jax's `unreduced=` shardings hold partial sums; meshjit's partitioner
+    does not model them yet, so it refuses them where they appear (before, it
+    read them as replicated and computed wrong values)."""
+    x = put(X, EXPLICIT, "x", "y")
+    w = put(W, EXPLICIT, "y", None)
+
+    def f(a: jax.Array, b: jax.Array) -> jax.Array:
+        y = jnp.einsum("ij,jk->ik", a, b, out_sharding=P("x", None, unreduced={"y"}))
+        return jax.sharding.reshard(y, P("x", None))
+
+    with jax.set_mesh(EXPLICIT):
+        expected = np.asarray(jax.jit(f)(x, w))
+        np.testing.assert_allclose(expected, X @ W, rtol=1e-4, atol=1e-5)
+        with pytest.raises(ValueError, match=r'unreduced=\{"y"\}.*not support'):
+            meshjit.jit(f)(x, w)
+    spec = P("x", None, unreduced={"y"})
+    with pytest.raises(NotImplementedError, match="unreduced"):
+        meshjit.jit(lambda a: a, out_shardings=NamedSharding(EXPLICIT, spec))(x)
