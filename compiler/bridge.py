@@ -287,3 +287,23 @@ def wrap_key_data(data: Any, dtype: Any) -> Any:
     import jax
 
     return jax.random.wrap_key_data(data, impl=dtype._impl)
+
+
+# --- HLO of a StableHLO module (Lowered.as_text(dialect="hlo"), compiler_ir) ---
+
+
+def xla_computation(text: str) -> Any:
+    """XLA's HLO computation of a StableHLO module (as jax's `Lowered.hlo()`)."""
+    from jaxlib import xla_client as xc
+
+    mlir = xc._xla.mlir  # type: ignore[attr-defined]
+    return mlir.mlir_module_to_xla_computation(text, use_tuple_args=False)
+
+
+def hlo_cost_analysis(computation: Any) -> dict[str, float]:
+    """XLA's cost estimate of an unoptimized HLO computation (as jax's
+    `Lowered.cost_analysis()`)."""
+    from jax._src.lib import _jax  # type: ignore[attr-defined]
+
+    found = _jax.hlo_module_cost_analysis(backend(), computation.as_hlo_module())
+    return dict(found)

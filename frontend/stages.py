@@ -44,6 +44,7 @@ from meshjit.frontend.trace import (
 from meshjit.passes.partition import PartitionReport
 
 STAGES = ("traced", "sharded", "propagated", "partitioned")
+_DIALECTS = ("stablehlo", "mhlo", "hlo")
 
 
 def _strip_locations(text: str) -> str:
@@ -78,7 +79,51 @@ class LoweringInputs:
     compiler_options: Mapping[str, Any] | None
 
 
-class Traced:
+class _Stage:
+    """What jax's stages (`jax.stages.Traced`, `Lowered`, `Compiled`) say about
+    the arguments: `args_info` (a pytree `(positional, keyword)` of
+    `jax.stages.ArgInfo`, static arguments left out), `in_tree`, `in_avals`
+    and `donate_argnums` (flat indices of donated leaves)."""
+
+    _inputs: LoweringInputs
+
+    @property
+    def args_info(self) -> Any:
+        inputs = self._inputs
+        avals = list(inputs.traced.jaxpr.in_avals)
+        infos = [
+            jax.stages.ArgInfo(aval, donated)
+            for aval, donated in zip(avals, inputs.donated, strict=True)
+        ]
+        values = jax.tree_util.tree_unflatten(inputs.dyn_tree, infos)
+        entries = inputs.form.entries
+        positional = tuple(
+            v for e, v in zip(entries, values, strict=True) if e.keyword is None
+        )
+        keyword = {
+            e.keyword: v
+            for e, v in zip(entries, values, strict=True)
+            if e.keyword is not None
+        }
+        return positional, keyword
+
+    @property
+    def in_tree(self) -> PyTreeDef:
+        """Tree structure of the pair (positional arguments, keyword arguments)."""
+        return jax.tree_util.tree_structure(self.args_info)
+
+    @property
+    def in_avals(self) -> Any:
+        """Tree of input avals, as `args_info` is laid out."""
+        return jax.tree_util.tree_map(lambda a: a._aval, self.args_info)
+
+    @property
+    def donate_argnums(self) -> tuple[int, ...]:
+        """Flat indices of the donated argument leaves."""
+        return tuple(i for i, d in enumerate(self._inputs.donated) if d)
+
+
+class Traced(_Stage):
     """A function traced to StableHLO for one call form and abstract arguments."""
 
     def __init__(self, inputs: LoweringInputs) -> None:
@@ -97,10 +142,6 @@ class Traced:
         """The outputs' ShapeDtypeStructs (no shardings: propagation decides them)."""
         return self._inputs.traced.out_info
 
-    @property
-    def in_avals(self) -> tuple[jax.ShapeDtypeStruct, ...]:
-        return tuple(leaf.sds() for leaf in self._inputs.leaves)
-
     def as_text(self, *, debug_info: bool = False) -> str:
         text = self._inputs.traced.text
         return text if debug_info else _strip_locations(text)
@@ -109,7 +150,7 @@ class Traced:
         return Lowered(self._inputs)
 
 
-class Lowered:
+class Lowered(_Stage):
     """A traced function with meshjit's shardings attached; `compile()` it."""
 
     def __init__(self, inputs: LoweringInputs) -> None:
@@ -184,20 +225,44 @@ class Lowered:
         dialect: str | None = None,
         debug_info: bool = False,
     ) -> str:
-        """The module at `stage`: traced, sharded (default), propagated, partitioned."""
-        if dialect not in (None, "stablehlo", "mhlo"):
-            if dialect == "hlo":
-                raise NotImplementedError(
-                    "Lowered.as_text(dialect='hlo') is not implemented: meshjit "
-                    "lowers to StableHLO; Compiled.as_text() gives XLA's HLO"
+        """The module at `stage`: traced, sharded (default), propagated,
+        partitioned; as StableHLO, or with `dialect="hlo"` as XLA's HLO text.
+        jax's own spelling `as_text("stablehlo")` / `as_text("hlo")` (the
+        dialect first) means the sharded stage in that dialect."""
+        if stage in _DIALECTS and dialect is None:
+            stage, dialect = "sharded", stage
+        if dialect not in (None, *_DIALECTS):
+            raise ValueError(
+                f"unknown dialect: {dialect!r}; expected one of {', '.join(_DIALECTS)}"
+            )
+        if dialect == "hlo":
+            if stage not in STAGES:
+                raise ValueError(
+                    f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}"
                 )
-            raise ValueError(f"unknown dialect: {dialect}")
+            return str(bridge.xla_computation(self._text(stage)).as_hlo_text())
         if stage not in STAGES:
             raise ValueError(
                 f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}"
             )
         text = self._text(stage)
         return text if debug_info else _strip_locations(text)
+
+    def compiler_ir(self, dialect: str | None = None) -> Any:
+        """The sharded module as an MLIR module (`dialect` None or
+        "stablehlo"), or as XLA's HLO computation ("hlo"), as jax's."""
+        if dialect in (None, "stablehlo", "mhlo"):
+            return parse_module(self._texts["sharded"], make_context())
+        if dialect == "hlo":
+            return bridge.xla_computation(self._texts["sharded"])
+        raise ValueError(
+            f"unknown dialect: {dialect!r}; expected one of {', '.join(_DIALECTS)}"
+        )
+
+    def cost_analysis(self) -> dict[str, float]:
+        """XLA's cost estimate of the unpartitioned module, before optimization
+        (as jax's; `compile().cost_analysis()` gives the compiled program's)."""
+        return bridge.hlo_cost_analysis(bridge.xla_computation(self._texts["sharded"]))
 
     @contextmanager
     def _ready_to_partition(self) -> Iterator[tuple[ir.Module, str]]:
@@ -377,7 +442,7 @@ def _short(s: Any) -> str:
     return repr(s)
 
 
-class Compiled:
+class Compiled(_Stage):
     """A compiled function: call it with the dynamic arguments (static ones are
     fixed, as in `jax.stages.Compiled`)."""
 
@@ -385,6 +450,7 @@ class Compiled:
         self, lowered: Lowered, spmd: SpmdCompiled, donated_main: frozenset[int]
     ) -> None:
         self._lowered = lowered
+        self._inputs = lowered.inputs
         self._spmd = spmd
         inputs = lowered.inputs
         self._targets = tuple(s.to_jax() for s in inputs.placement.inputs)
@@ -504,6 +570,21 @@ class Compiled:
         return jax.tree_util.tree_unflatten(
             self._lowered.inputs.traced.out_tree, shardings
         )
+
+    @property
+    def out_info(self) -> Any:
+        """The outputs' ShapeDtypeStructs with their shardings."""
+        traced = self._lowered.inputs.traced
+        shardings = [self._jax_out(s) for s in self._spmd.executable.out_shardings]
+        infos = [
+            jax.ShapeDtypeStruct(o.shape, o.dtype, sharding=s, weak_type=o.weak_type)
+            for o, s in zip(traced.outputs, shardings, strict=True)
+        ]
+        return jax.tree_util.tree_unflatten(traced.out_tree, infos)
+
+    def runtime_executable(self) -> Any:
+        """PJRT's loaded executable of the per-device program."""
+        return self._spmd.executable.executable
 
     def _jax_out(self, s: Any) -> Any:
         return self._single if self._single is not None else s

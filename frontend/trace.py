@@ -114,6 +114,14 @@ def typed_key(sharding: Any) -> tuple[Any, ...]:
 
 def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
     """The abstract value of an argument leaf; non-arrays must be static."""
+    if isinstance(x, jax.core.ShapedArray):  # jax lowers on avals too
+        return LeafInfo(
+            path,
+            tuple(x.shape),
+            leaf_dtype(x.dtype),
+            bool(x.weak_type),
+            typed_sharding(getattr(x, "sharding", None)),
+        )
     if isinstance(x, jax.ShapeDtypeStruct):
         return LeafInfo(
             path,
