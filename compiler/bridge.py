@@ -307,3 +307,14 @@ def hlo_cost_analysis(computation: Any) -> dict[str, float]:
 
     found = _jax.hlo_module_cost_analysis(backend(), computation.as_hlo_module())
     return dict(found)
+
+
+def inside_jit_trace(tree: Any) -> bool:
+    """Whether a leaf of `tree` is a value of a jit trace being built (jax's
+    DynamicJaxprTracer): the function is called inside another jitted one."""
+    import jax
+    from jax._src.interpreters import partial_eval as pe
+
+    return any(
+        isinstance(x, pe.DynamicJaxprTracer) for x in jax.tree_util.tree_leaves(tree)
+    )

@@ -27,6 +27,7 @@ import jax.extend.backend
 import numpy as np
 from jax.tree_util import PyTreeDef
 
+from meshjit.compiler import bridge
 from meshjit.compiler.bridge import set_mesh_context
 from meshjit.errors import MeshjitError, ShardingError
 from meshjit.frontend import resolve as _resolve
@@ -42,6 +43,7 @@ from meshjit.frontend.cache import CacheInfo, CompileKey, JitCache, TraceKey
 from meshjit.frontend.dispatch import Dispatcher
 from meshjit.frontend.mesh import Mesh, current_mesh
 from meshjit.frontend.sharding import (
+    UNCONSTRAINED,
     NamedSharding,
     PartitionSpec,
     Sharding,
@@ -403,6 +405,13 @@ class JitFunction:
     def _nested(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """Called inside another trace: become part of it (inline or a nested jit)."""
         fun, out_shardings = self._fun, self._out_shardings
+        if self._compiler_options and bridge.inside_jit_trace((args, kwargs)):
+            raise ShardingError(
+                f"{self._api}(compiler_options=...) of {self._name} is called inside "
+                "another jitted function, which XLA compiles as one program: "
+                "`compiler_options` can only be passed to top-level `jax.jit`; pass "
+                "them to the outer function's jit"
+            )
 
         def body(*a: Any, **k: Any) -> Any:
             out = fun(*a, **k)
@@ -437,6 +446,32 @@ def _as_meshjit(s: Any) -> Sharding:
 # jit and pjit
 
 
+def _refuse_unconstrained(api: str, name: str, value: object) -> None:
+    """P.UNCONSTRAINED in in_shardings/out_shardings is refused when jit is
+    called, as jax does (an argument or result has one layout)."""
+    if value is UNSPECIFIED or value is None:
+        return
+    for leaf in jax.tree_util.tree_leaves(value, is_leaf=is_spec_leaf):
+        spec = (
+            leaf
+            if isinstance(leaf, (PartitionSpec, jax.sharding.PartitionSpec))
+            else getattr(leaf, "spec", None)
+        )
+        if spec is None:
+            continue
+        parts = tuple(spec.partitions)
+        if any(
+            p is UNCONSTRAINED or p is jax.sharding.PartitionSpec.UNCONSTRAINED
+            for p in parts
+        ):
+            raise ShardingError(
+                f"{api} {name}: P.UNCONSTRAINED is not allowed in {name} "
+                f"({leaf!r}): Unconstrained dims are not allowed at a function's "
+                "boundary; use None to let meshjit decide, or "
+                "with_sharding_constraint inside the function"
+            )
+
+
 def _check_jit_options(
     fun: object,
     api: str,
@@ -459,6 +494,11 @@ def _check_jit_options(
             f"{api}: can't specify both a device and a backend, got device={device} "
             f"and backend={backend!r}"
         )
+    for name, value in (
+        ("in_shardings", in_shardings),
+        ("out_shardings", out_shardings),
+    ):
+        _refuse_unconstrained(api, name, value)
     if device is None and backend is None:
         return None
     for name, value in (

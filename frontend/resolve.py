@@ -256,6 +256,8 @@ def resolve(
         normalize_spec(s, req, "out_shardings", leaf)
         for s, leaf in zip(req.out_specs, out_leaves, strict=True)
     ]
+    if req.pjit and req.context_mesh is not None and req.device is None:
+        _check_context_devices(req, in_leaves)
     mesh, single = _pick_mesh(req, ins, outs, in_leaves, out_leaves)
     if req.traced_mesh is not None and (
         req.traced_mesh.axis_names != mesh.axis_names
@@ -315,6 +317,25 @@ def resolve(
         uncommitted,
         tuple(specified),
     )
+
+
+def _check_context_devices(req: Request, in_leaves: Sequence[LeafInfo]) -> None:
+    """pjit under a mesh context runs on that mesh's devices, as in jax: an
+    argument committed to other devices is an error, not a silent move."""
+    assert req.context_mesh is not None
+    want = sorted(d.id for d in req.context_mesh.flat_devices)
+    for own, leaf in zip(req.committed, in_leaves, strict=True):
+        if own is None:
+            continue
+        have = sorted(d.id for d in own.device_set)
+        if have != want:
+            raise ShardingError(
+                f"{req.api}: incompatible devices: argument `{leaf.path}` "
+                f"({leaf.describe()}) is committed to devices with ids {have} but "
+                f"the context mesh {req.context_mesh} has device ids {want}; "
+                "jax.device_put the argument onto the mesh, or call the function "
+                "outside the mesh context"
+            )
 
 
 def _check_committed(

@@ -28,7 +28,7 @@ from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipel
 from meshjit.compiler.spmd import Compiled as SpmdCompiled
 from meshjit.compiler.spmd import compile_parsed, load_compiled
 from meshjit.dialects.sharding import TensorSharding
-from meshjit.errors import JitArgumentError, ShardingError
+from meshjit.errors import DeletedArgumentError, JitArgumentError, ShardingError
 from meshjit.frontend.args import CallForm, describe_aval
 from meshjit.frontend.dispatch import Dispatcher
 from meshjit.frontend.resolve import Placement
@@ -726,10 +726,10 @@ class Compiled(_Stage):
         api = self._lowered.inputs.api
         if isinstance(v, jax.Array):
             if v.is_deleted():
-                raise ShardingError(
+                raise DeletedArgumentError(
                     f"{api}: argument `{leaf.path}` ({leaf.describe()}) was donated "
-                    "to an earlier call and its buffer is deleted; pass a live array "
-                    "(keep a copy if you need the value after donating it)"
+                    "to an earlier call or deleted: Array has been deleted; pass a "
+                    "live array (keep a copy if you need the value after donating it)"
                 )
             if v.sharding == target:
                 return v

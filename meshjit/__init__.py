@@ -10,6 +10,7 @@ _native.install()
 from meshjit.compiler.persistent_cache import set_cache_dir
 from meshjit.compiler.persistent_cache import stats as cache_stats
 from meshjit.errors import (
+    DeletedArgumentError,
     InternalError,
     JitArgumentError,
     MeshjitError,
@@ -35,6 +36,7 @@ from meshjit.sharding import (
 )
 
 __all__ = [
+    "DeletedArgumentError",
     "Explanation",
     "GSPMDSharding",
     "InternalError",

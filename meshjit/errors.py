@@ -15,6 +15,11 @@ class JitArgumentError(ShardingError, TypeError):
     """An argument `jit` cannot take as written: unhashable static, not an array."""
 
 
+class DeletedArgumentError(ShardingError, RuntimeError):
+    """An argument whose buffer is gone (donated to an earlier call, or
+    deleted); a RuntimeError as jax's, and a ShardingError."""
+
+
 class PipelineError(MeshjitError, ValueError):
     """A pass pipeline text that names an unknown pass or a bad option."""
 

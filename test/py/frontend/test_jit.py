@@ -194,7 +194,7 @@ def test_aot_stages_text_and_compiled_properties() -> None:
     np.testing.assert_allclose(out, mlp(X, W1, W2), rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="unknown stage"):
         lowered.as_text(stage="bogus")
-    with pytest.raises(ValueError, match="unknown dialect: bogus"):
+    with pytest.raises(ValueError, match="unknown dialect: 'bogus'"):
         lowered.as_text(dialect="bogus")
 
 

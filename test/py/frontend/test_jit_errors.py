@@ -101,9 +101,13 @@ def test_bare_spec_without_mesh_says_how_to_fix() -> None:
 
 
 def test_unconstrained_is_rejected_at_the_boundary() -> None:
-    f = meshjit.jit(lambda a: a, out_shardings=NamedSharding(MESH8, P(P.UNCONSTRAINED)))
+    """When jit is called, as jax does (jax's P.UNCONSTRAINED too)."""
     with pytest.raises(ShardingError, match=r"P\.UNCONSTRAINED is not allowed"):
-        f(jnp.ones(8))
+        meshjit.jit(lambda a: a, out_shardings=NamedSharding(MESH8, P(P.UNCONSTRAINED)))
+    jax_mesh = MESH8.to_jax()
+    spec = jax.P(jax.P.UNCONSTRAINED, None)
+    with pytest.raises(ValueError, match="Unconstrained dims are not allowed"):
+        meshjit.jit(lambda a: a, in_shardings=jax.NamedSharding(jax_mesh, spec))
 
 
 def test_unhashable_static_arg() -> None:
@@ -260,3 +264,34 @@ def test_missing_positional_argument_is_a_type_error() -> None:
     f: Any = meshjit.jit(two)
     with pytest.raises(TypeError, match="missing a required argument: 'b'"):
         f(jnp.ones(8))
+
+
+def test_compiler_options_on_a_nested_jit_are_refused() -> None:
+    """XLA compiles the outer function as one program: the inner options
+    would be ignored, so (as jax) they are an error; at top level, and under
+    an eager transformation, they apply."""
+    inner = meshjit.jit(
+        lambda x: x * 2, compiler_options={"xla_cpu_enable_fast_math": True}
+    )
+    np.testing.assert_allclose(np.asarray(inner(jnp.arange(4.0))), [0, 2, 4, 6])
+    grad = jax.grad(lambda x: inner(x).sum())(jnp.arange(4.0))
+    np.testing.assert_allclose(np.asarray(grad), [2, 2, 2, 2])
+    with pytest.raises(ValueError, match="can only be passed to top-level"):
+        meshjit.jit(lambda x: inner(x + 2))(jnp.arange(4.0))
+
+
+def test_pjit_under_a_mesh_refuses_arguments_on_other_devices() -> None:
+    """As jax: pjit under `with mesh:` runs on the mesh's devices; an argument
+    committed elsewhere is an error rather than a silent move."""
+    small = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("x", "y"))
+    arg = jax.device_put(
+        np.ones((8, 2), np.float32), NamedSharding(small, P("x", "y")).to_jax()
+    )
+    with (
+        MESH8,
+        pytest.raises(ValueError, match=r"incompatible devices.*\[0, 1, 2, 3\]"),
+    ):
+        meshjit.pjit(lambda x: x)(arg)
+    with MESH8:
+        out = meshjit.pjit(lambda x: x * 2)(np.ones((8, 2), np.float32))
+    np.testing.assert_allclose(np.asarray(out), 2.0)
