@@ -54,6 +54,7 @@ from meshjit.frontend.stages import Compiled, Lowered, LoweringInputs, Traced
 from meshjit.frontend.trace import (
     LeafInfo,
     TracedModule,
+    leaf_dtype,
     leaf_info,
     record_constraint_mesh,
     trace_function,
@@ -748,7 +749,7 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
 def _check_constraint(
     sharding: NamedSharding, name: str, shape: tuple[int, ...], value: object
 ) -> None:
-    leaf = LeafInfo(name, shape, np.dtype(getattr(value, "dtype", np.float32)))
+    leaf = LeafInfo(name, shape, leaf_dtype(getattr(value, "dtype", np.float32)))
     try:
         sharding.tensor_sharding(len(shape)).validate(
             sharding.mesh.to_model(),

@@ -2,6 +2,7 @@
 
     python tools/jax_conformance.py JAX_CHECKOUT [--files pjit_test.py ...]
         [--side both|jax|meshjit] [--out DIR] [-k EXPR] [--timeout S]
+        [--jax-results JAX_XML]
 
 JAX_CHECKOUT is a checkout of jax at the installed version's tag (for jax
 0.10.2: `git clone --branch jax-v0.10.2 https://github.com/jax-ml/jax`); its
@@ -193,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=3600.0, help="seconds per side"
     )
     parser.add_argument("--expected", type=Path, default=EXPECTED)
+    parser.add_argument(
+        "--jax-results",
+        type=Path,
+        default=None,
+        help="JUnit XML of an earlier jax run of the same files (skips that side)",
+    )
     args = parser.parse_args(argv)
     checkout = args.checkout.resolve()
     if not (checkout / "tests").is_dir() or not (checkout / "pyproject.toml").exists():
@@ -204,10 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="jax-conformance-"))
     out.mkdir(parents=True, exist_ok=True)
     sides = ("jax", "meshjit") if args.side == "both" else (args.side,)
-    results = {
-        side: run_side(side, checkout, args.files, out, args.keyword, args.timeout)
-        for side in sides
-    }
+    results = {}
+    for side in sides:
+        if side == "jax" and args.jax_results is not None:
+            results[side] = read_junit(args.jax_results)
+            continue
+        results[side] = run_side(
+            side, checkout, args.files, out, args.keyword, args.timeout
+        )
     print(f"JUnit XML in {out}")
     if args.side != "both":
         counts = collections.Counter(o.state for o in results[args.side].values())
