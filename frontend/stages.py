@@ -139,7 +139,8 @@ class Traced(_Stage):
 
     @property
     def out_info(self) -> Any:
-        """The outputs' ShapeDtypeStructs (no shardings: propagation decides them)."""
+        """The outputs' ShapeDtypeStructs: with the sharding in their type in
+        explicit sharding mode, else none (propagation decides them)."""
         return self._inputs.traced.out_info
 
     def as_text(self, *, debug_info: bool = False) -> str:
