@@ -32,7 +32,9 @@ from meshjit.dialects.reshard import (
     reshard_bytes,
     step_bytes,
 )
+from meshjit.dialects.rules import pointwise_rule
 from meshjit.dialects.sharding import AxisRef, MeshModel
+from meshjit.dialects.stablehlo_rules import RULES
 from meshjit.errors import InternalError
 from meshjit.passes.partitioner.builder import (
     I32,
@@ -52,6 +54,26 @@ from meshjit.passes.partitioner.layouts import (
     span,
 )
 from meshjit.passes.partitioner.report import Collective, PartitionReport, Remark
+
+# How many elementwise ops deep a value made only from iotas and splats is
+# made again where it is used instead of being moved (`recomputable`).
+RECOMPUTE_DEPTH = 8
+
+
+def _pointwise(node: Node) -> bool:
+    """An elementwise op with one result and no regions (no collective)."""
+    return (
+        not node.regions
+        and len(node.results) == 1
+        and bool(node.operands)
+        and RULES.entry(node.op) is pointwise_rule
+        and node.op
+        not in (
+            "stablehlo.all_reduce",
+            "stablehlo.collective_broadcast",
+            "stablehlo.collective_permute",
+        )
+    )
 
 Handler = Callable[[Node, "PartitionCtx"], None]
 
@@ -420,9 +442,12 @@ class PartitionCtx:
 
     # -- operands and results --------------------------------------------------
 
-    def recomputable(self, vid: int) -> bool:
-        """An iota or a splat (maybe broadcast): cheaper to make again in any
-        layout than to move."""
+    def recomputable(self, vid: int, depth: int = RECOMPUTE_DEPTH) -> bool:
+        """An iota or a splat (maybe broadcast), or an elementwise op of
+        such values up to `depth` ops deep (index arithmetic, masks, the
+        counters of counter-based random bits): cheaper to make again in any
+        layout than to move, and made where it is used, no global copy is
+        computed (Shardy's constant splitter gives each use its own copy)."""
         owner = self.graph.value(vid).owner
         if owner < 0:
             return False
@@ -430,12 +455,14 @@ class PartitionCtx:
         if node.op == "stablehlo.iota":
             return True
         if node.op == "stablehlo.broadcast_in_dim":
-            return self.recomputable(node.operands[0]) and not (
+            return self.recomputable(node.operands[0], depth) and not (
                 self.graph.value(node.operands[0]).shape
             )
         if node.op in ("stablehlo.constant", "sdy.constant"):
             value = node.attrs.get("value")
             return isinstance(value, DenseElements) and value.splat is not None
+        if depth > 0 and _pointwise(node):
+            return all(self.recomputable(v, depth - 1) for v in node.operands)
         return False
 
     def recompute(self, vid: int, layout: Layout) -> Val:
@@ -451,6 +478,10 @@ class PartitionCtx:
         if node.op == "stablehlo.broadcast_in_dim":
             scalar = self.val(node.operands[0])
             return self.b.broadcast(scalar, local)
+        if _pointwise(node):  # operands have the result's shape
+            operands = [self.recompute(o, layout) for o in node.operands]
+            (out,) = self.b.op(node.op, operands, [local], self.op_attrs(node), [])
+            return out
         text = node.attr_text.get("value", "")
         return self.b.constant(
             local, f"{text.rsplit(':', 1)[0].strip()} : {local.text}"

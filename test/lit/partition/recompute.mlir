@@ -1,0 +1,41 @@
+// Values made only from iotas and splats through elementwise ops (index
+// arithmetic, masks, the counters of counter-based random bits) are made again
+// where a split use needs them, at the local shape, rather than computed whole
+// and sliced (global ops left behind are dead; XLA drops them).
+// RUN: %opt %s -p partition | filecheck %s
+
+sdy.mesh @mesh = <["x"=2, "y"=3]>
+
+// The threefry counter 9 * row + col of a 4x9 array split 2 x 3 (as
+// propagation leaves it: the add sharded, its constant operands not): each
+// device builds its 2x3 block from local iotas plus its block offsets.
+// CHECK-LABEL: func.func public @counters
+// CHECK: %[[ROW:.*]] = stablehlo.iota dim = 0 : tensor<2x3xui64>
+// CHECK: stablehlo.partition_id
+// CHECK: %[[R:.*]] = stablehlo.add %[[ROW]], %{{.*}} : tensor<2x3xui64>
+// CHECK: %[[NINE:.*]] = stablehlo.multiply %{{.*}}, %[[R]] : tensor<2x3xui64>
+// CHECK: %[[COL:.*]] = stablehlo.iota dim = 1 : tensor<2x3xui64>
+// CHECK: %[[C:.*]] = stablehlo.add %[[COL]], %{{.*}} : tensor<2x3xui64>
+// CHECK: %[[ONE:.*]] = stablehlo.multiply %{{.*}}, %[[C]] : tensor<2x3xui64>
+// CHECK: stablehlo.add %[[NINE]], %[[ONE]] : tensor<2x3xui64>
+// CHECK-NOT: dynamic_slice
+// CHECK-NOT: all_gather
+func.func public @counters(%arg0: tensor<4x9xui32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> (tensor<4x9xui32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) {
+  %0 = stablehlo.iota dim = 0 : tensor<4x9xui64>
+  %1 = stablehlo.iota dim = 1 : tensor<4x9xui64>
+  %c = stablehlo.constant dense<9> : tensor<ui64>
+  %2 = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<ui64>) -> tensor<4x9xui64>
+  %3 = stablehlo.multiply %2, %0 : tensor<4x9xui64>
+  %c_0 = stablehlo.constant dense<1> : tensor<ui64>
+  %4 = stablehlo.broadcast_in_dim %c_0, dims = [] : (tensor<ui64>) -> tensor<4x9xui64>
+  %5 = stablehlo.multiply %4, %1 : tensor<4x9xui64>
+  %6 = stablehlo.add %3, %5 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<4x9xui64>
+  %c_1 = stablehlo.constant dense<32> : tensor<ui64>
+  %7 = stablehlo.broadcast_in_dim %c_1, dims = [] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : (tensor<ui64>) -> tensor<4x9xui64>
+  %8 = stablehlo.shift_right_logical %6, %7 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<4x9xui64>
+  %9 = stablehlo.convert %6 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : (tensor<4x9xui64>) -> tensor<4x9xui32>
+  %10 = stablehlo.convert %8 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : (tensor<4x9xui64>) -> tensor<4x9xui32>
+  %11 = stablehlo.xor %9, %10 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<4x9xui32>
+  %12 = stablehlo.add %11, %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<4x9xui32>
+  return %12 : tensor<4x9xui32>
+}
