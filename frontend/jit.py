@@ -680,6 +680,32 @@ def _make(
 # with_sharding_constraint
 
 
+def _on_abstract_mesh(spec: object) -> bool:
+    return isinstance(spec, jax.sharding.NamedSharding) and isinstance(
+        spec.mesh, jax.sharding.AbstractMesh
+    )
+
+
+def _abstract_constraint(value: Any, spec: Any, path: str) -> Any:
+    """A constraint on an AbstractMesh (axis names and sizes, no devices), as
+    jax allows: inside a trace it constrains the value on whichever mesh the
+    computation runs on (the module's mesh must have those axes); on a
+    concrete array it takes the array's own devices."""
+    if isinstance(value, jax.core.Tracer):
+        return jax.lax.with_sharding_constraint(value, spec)
+    own = getattr(value, "sharding", None)
+    if isinstance(own, jax.sharding.NamedSharding) and (
+        own.mesh.abstract_mesh == spec.mesh
+    ):
+        return jax.device_put(value, jax.sharding.NamedSharding(own.mesh, spec.spec))
+    raise ShardingError(
+        f"with_sharding_constraint for `{path}`: {spec!r} is on an AbstractMesh, "
+        "which has no devices; outside a jitted function the value must be an "
+        "array on a mesh with the same axes (or pass a NamedSharding on a "
+        "concrete Mesh)"
+    )
+
+
 def _constraint_sharding(spec: object, path: str) -> NamedSharding | None:
     if spec is None or spec is UNSPECIFIED:
         return None  # meshjit: None leaves the value unconstrained (jax#19951)
@@ -730,6 +756,9 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
         out = []
         for (path, value), spec in zip(flat, specs, strict=True):
             name = "x" + jax.tree_util.keystr(path)
+            if _on_abstract_mesh(spec):
+                out.append(_abstract_constraint(value, spec, name))
+                continue
             sharding = _constraint_sharding(spec, name)
             if sharding is None:
                 out.append(value)

@@ -469,3 +469,22 @@ def test_jit_of_a_transformed_jit_compiles_the_transformed_function() -> None:
     wrapped = meshjit.jit(cube_sum)
     assert wrapped.__wrapped__ is cube_sum
     assert wrapped.__name__ == "cube_sum"
+
+
+def test_constraint_on_an_abstract_mesh() -> None:
+    """As jax: a NamedSharding on an AbstractMesh (axes, no devices) in
+    with_sharding_constraint applies to the computation's own mesh inside a
+    jitted function, and to the array's devices outside one."""
+    mesh = jax.sharding.Mesh(np.array(DEVICES[:4]).reshape(2, 2), ("x", "y"))
+    data = np.arange(16.0).reshape(8, 2)
+    arr = jax.device_put(data, jax.NamedSharding(mesh, jax.P("x", "y")))
+    abstract = jax.NamedSharding(mesh.abstract_mesh, jax.P("x"))
+
+    def f(x: jax.Array) -> jax.Array:
+        return meshjit.with_sharding_constraint(x, abstract) * 2
+
+    for out in (meshjit.jit(f)(arr), f(arr)):
+        np.testing.assert_array_equal(np.asarray(out), data * 2)
+        assert out.sharding == jax.NamedSharding(mesh, jax.P("x"))
+    with pytest.raises(meshjit.ShardingError, match="AbstractMesh"):
+        f(data)
