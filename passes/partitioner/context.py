@@ -75,6 +75,7 @@ def _pointwise(node: Node) -> bool:
         )
     )
 
+
 Handler = Callable[[Node, "PartitionCtx"], None]
 
 # Ops whose result may be a partial sum when a contracted dim is split.
