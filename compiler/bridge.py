@@ -14,6 +14,8 @@ from jax._src import mesh as _jax_mesh
 from jax._src.interpreters import mlir as _jax_mlir
 from jaxlib.mlir import ir
 
+from meshjit.errors import DuplicateAxisError, IndivisibleDimError
+
 JAX_VERSION_PINNED = "0.10.2"
 
 
@@ -318,3 +320,38 @@ def inside_jit_trace(tree: Any) -> bool:
     return any(
         isinstance(x, pe.DynamicJaxprTracer) for x in jax.tree_util.tree_leaves(tree)
     )
+
+
+# --- jax's own exception classes (meshjit's errors subclass them) ------------
+
+
+def _jax_indivisible() -> type:
+    from jax._src.sharding import IndivisibleError
+
+    return IndivisibleError
+
+
+def _jax_duplicate_spec() -> type:
+    from jax._src.named_sharding import DuplicateSpecError
+
+    return DuplicateSpecError
+
+
+class IndivisibleShardingError(IndivisibleDimError, _jax_indivisible()):  # type: ignore[misc]
+    """A dim its mesh axes do not divide: meshjit's error, and jax's
+    IndivisibleError for code that catches that."""
+
+
+class DuplicateAxisShardingError(DuplicateAxisError, _jax_duplicate_spec()):  # type: ignore[misc]
+    """A mesh axis on two dims of one spec: meshjit's error, and jax's
+    DuplicateSpecError for code that catches that (its `message`, `mesh` and
+    `pspec` attributes too)."""
+
+    def __init__(self, message: str, mesh: Any = None, pspec: Any = None) -> None:
+        Exception.__init__(self, message)
+        self.message = message
+        self.mesh = mesh
+        self.pspec = pspec
+
+    def __str__(self) -> str:
+        return self.message

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from meshjit.errors import ShardingError
+from meshjit.errors import IndivisibleDimError, ShardingError
 
 Shape = tuple[int, ...]
 
@@ -341,7 +341,7 @@ class TensorSharding:
             if size % ways == 0:
                 continue
             sizes = " * ".join(f"{a} (size {a.full_size(mesh)})" for a in dim.axes)
-            raise ShardingError(
+            raise IndivisibleDimError(
                 f"cannot shard dim {d} of {what} (shape {list(shape)}) over mesh "
                 f"axes {sizes} = {ways}: dim {d} has size {size}, which is not "
                 f"divisible by {ways}; expected a multiple of {ways}. Pad dim {d} "

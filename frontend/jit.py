@@ -787,7 +787,7 @@ def _check_constraint(
             allow_uneven=True,
         )
     except ShardingError as err:
-        raise ShardingError(f"with_sharding_constraint: {err}") from None
+        raise type(err)(f"with_sharding_constraint: {err}") from None
 
 
 __all__ = [

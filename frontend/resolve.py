@@ -17,8 +17,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from meshjit.compiler.bridge import IndivisibleShardingError
 from meshjit.dialects.sharding import MeshModel
-from meshjit.errors import ShardingError
+from meshjit.errors import IndivisibleDimError, ShardingError
 from meshjit.frontend.args import UNSPECIFIED
 from meshjit.frontend.mesh import Mesh
 from meshjit.frontend.sharding import (
@@ -99,12 +100,12 @@ def normalize_spec(
         try:
             spec = NamedSharding(req.context_mesh, bare)
         except ShardingError as err:
-            raise ShardingError(f"{req.api} {what} for `{leaf.path}`: {err}") from None
+            raise type(err)(f"{req.api} {what} for `{leaf.path}`: {err}") from None
     if isinstance(spec, jax.sharding.Sharding):
         try:
             spec = from_jax(spec)
         except ShardingError as err:
-            raise ShardingError(f"{req.api} {what} for `{leaf.path}`: {err}") from None
+            raise type(err)(f"{req.api} {what} for `{leaf.path}`: {err}") from None
     assert isinstance(spec, Sharding)
     if isinstance(spec, NamedSharding) and UNCONSTRAINED in spec.spec.partitions:
         raise ShardingError(
@@ -146,7 +147,7 @@ def _onto(
     try:
         return NamedSharding.from_gspmd(s.to_gspmd_text(leaf.ndim), mesh, leaf.ndim)
     except ShardingError as err:
-        raise ShardingError(
+        raise type(err)(
             f"{api}: {what} `{leaf.path}` uses {s!r}, which cannot be written on the "
             f"computation's mesh {mesh}: {err}"
         ) from None
@@ -228,7 +229,7 @@ def check_fits(s: NamedSharding, leaf: LeafInfo, what: str, api: str) -> None:
     try:
         sharding = s.tensor_sharding(leaf.ndim)
     except ShardingError as err:
-        raise ShardingError(
+        raise type(err)(
             f"{api} {what} for `{leaf.path}` ({leaf.describe()}): {err}"
         ) from None
     try:
@@ -236,7 +237,13 @@ def check_fits(s: NamedSharding, leaf: LeafInfo, what: str, api: str) -> None:
             s.mesh.to_model(), leaf.shape, what=f"`{leaf.path}` ({leaf.describe()})"
         )
     except ShardingError as err:
-        raise ShardingError(f"{api} {what}: {err}") from None
+        # jax raises its IndivisibleError here: meshjit's error subclasses it
+        cls = (
+            IndivisibleShardingError
+            if isinstance(err, IndivisibleDimError)
+            else type(err)
+        )
+        raise cls(f"{api} {what}: {err}") from None
 
 
 def _device_text(s: Sharding) -> str:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, TypeAlias
 import jax
 import numpy as np
 
+from meshjit.compiler.bridge import DuplicateAxisShardingError
 from meshjit.dialects import gspmd_text, sdy_text
 from meshjit.dialects.gspmd_text import HloKind, HloSharding
 from meshjit.dialects.sharding import AxisRef, DimSharding, MeshModel, TensorSharding
@@ -276,7 +277,7 @@ class Sharding(abc.ABC):
         try:
             return hlo.shard_shape(shape)
         except ShardingError as err:
-            raise ShardingError(f"{self!r}: {err}") from None
+            raise type(err)(f"{self!r}: {err}") from None
 
     def devices_indices_map(self, global_shape: Sequence[int]) -> dict[Device, Index]:
         """Device -> the slices of the global array it holds, for every device."""
@@ -656,7 +657,7 @@ def _check_spec(mesh: Mesh, spec: PartitionSpec) -> None:
                     f"has axes ({names}); use one of them or add {name!r} to the mesh"
                 )
             if name in seen:
-                raise ShardingError(
+                raise DuplicateAxisShardingError(
                     f"mesh axis {name!r} is used twice in {spec!r} (entries "
                     f"{seen[name]} and {dim}); an axis may split at most one dim: "
                     "remove one"

@@ -15,6 +15,16 @@ class JitArgumentError(ShardingError, TypeError):
     """An argument `jit` cannot take as written: unhashable static, not an array."""
 
 
+class IndivisibleDimError(ShardingError):
+    """A dim the mesh axes sharding it do not divide (where jax raises its
+    IndivisibleError, the frontend raises a subclass of both)."""
+
+
+class DuplicateAxisError(ShardingError):
+    """A mesh axis used by two dims of one spec (where jax raises its
+    DuplicateSpecError, the frontend raises a subclass of both)."""
+
+
 class DeletedArgumentError(ShardingError, RuntimeError):
     """An argument whose buffer is gone (donated to an earlier call, or
     deleted); a RuntimeError as jax's, and a ShardingError."""

@@ -295,3 +295,18 @@ def test_pjit_under_a_mesh_refuses_arguments_on_other_devices() -> None:
     with MESH8:
         out = meshjit.pjit(lambda x: x * 2)(np.ones((8, 2), np.float32))
     np.testing.assert_allclose(np.asarray(out), 2.0)
+
+
+def test_errors_subclass_the_exceptions_jax_raises() -> None:
+    """Code that catches jax's IndivisibleError or DuplicateSpecError keeps
+    working with meshjit (the messages are meshjit's)."""
+    from meshjit.compiler import bridge
+
+    mesh = Mesh(np.array(jax.devices()[:2]), ("x",))
+    f = meshjit.jit(lambda x: x, in_shardings=NamedSharding(mesh, P("x")))
+    with pytest.raises(bridge._jax_indivisible(), match=r"dim 0 of `x`"):
+        f(jnp.ones((3, 2)))
+    with pytest.raises(bridge._jax_duplicate_spec(), match="used twice"):
+        NamedSharding(mesh, P("x", "x"))
+    with pytest.raises(ShardingError):
+        NamedSharding(mesh, P("x", "x"))
