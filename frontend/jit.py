@@ -29,7 +29,7 @@ from jax.tree_util import PyTreeDef
 
 from meshjit.compiler import bridge
 from meshjit.compiler.bridge import set_mesh_context
-from meshjit.errors import MeshjitError, ShardingError
+from meshjit.errors import MeshjitError, MissingMeshError, ShardingError
 from meshjit.frontend import resolve as _resolve
 from meshjit.frontend.args import (
     UNSPECIFIED,
@@ -717,7 +717,7 @@ def _constraint_sharding(spec: object, path: str) -> NamedSharding | None:
     if bare is not None:
         mesh = context_mesh()
         if mesh is None:
-            raise ShardingError(
+            raise MissingMeshError(
                 f"with_sharding_constraint for `{path}` got a bare PartitionSpec "
                 f"{bare!r}, which needs a mesh: use `with mesh:` or pass "
                 f"NamedSharding(mesh, {bare!r})"

@@ -19,7 +19,7 @@ import numpy as np
 
 from meshjit.compiler.bridge import IndivisibleShardingError
 from meshjit.dialects.sharding import MeshModel
-from meshjit.errors import IndivisibleDimError, ShardingError
+from meshjit.errors import IndivisibleDimError, MissingMeshError, ShardingError
 from meshjit.frontend.args import UNSPECIFIED
 from meshjit.frontend.mesh import Mesh
 from meshjit.frontend.sharding import (
@@ -92,7 +92,7 @@ def normalize_spec(
     bare = _bare_spec(spec)
     if bare is not None:
         if req.context_mesh is None:
-            raise ShardingError(
+            raise MissingMeshError(
                 f"{req.api} {what} for `{leaf.path}` is a bare PartitionSpec "
                 f"{bare!r}, which needs a mesh: call the function inside `with "
                 f"mesh:` or pass NamedSharding(mesh, {bare!r})"

@@ -25,6 +25,11 @@ class DuplicateAxisError(ShardingError):
     DuplicateSpecError, the frontend raises a subclass of both)."""
 
 
+class MissingMeshError(ShardingError, RuntimeError):
+    """A bare PartitionSpec with no mesh context to resolve it against (a
+    RuntimeError, as jax's "requires a non-empty mesh in context")."""
+
+
 class DeletedArgumentError(ShardingError, RuntimeError):
     """An argument whose buffer is gone (donated to an earlier call, or
     deleted); a RuntimeError as jax's, and a ShardingError."""

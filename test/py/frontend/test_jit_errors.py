@@ -310,3 +310,12 @@ def test_errors_subclass_the_exceptions_jax_raises() -> None:
         NamedSharding(mesh, P("x", "x"))
     with pytest.raises(ShardingError):
         NamedSharding(mesh, P("x", "x"))
+
+
+def test_a_bare_spec_without_a_mesh_is_a_runtime_error_as_in_jax() -> None:
+    with pytest.raises(RuntimeError, match="needs a mesh"):
+        meshjit.pjit(lambda x: x, in_shardings=P("x"))(jnp.arange(4))
+    with pytest.raises(meshjit.MissingMeshError, match="needs a mesh"):
+        meshjit.jit(lambda x: meshjit.with_sharding_constraint(x, P("x")))(
+            jnp.arange(4)
+        )
