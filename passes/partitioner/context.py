@@ -172,6 +172,7 @@ class PartitionCtx:
         # Partial sums left unreduced while they flow through a linear op:
         # value id -> (its layout now, the axes it still has to be summed over).
         self.deferred: dict[int, tuple[Layout, DimAxes]] = {}
+        self._recomputable: dict[tuple[int, int], bool] = {}  # (value, depth)
 
     # -- scopes ------------------------------------------------------------------
 
@@ -449,6 +450,13 @@ class PartitionCtx:
         counters of counter-based random bits): cheaper to make again in any
         layout than to move, and made where it is used, no global copy is
         computed (Shardy's constant splitter gives each use its own copy)."""
+        key = (vid, depth)
+        found = self._recomputable.get(key)
+        if found is None:
+            found = self._recomputable[key] = self._recomputable_now(vid, depth)
+        return found
+
+    def _recomputable_now(self, vid: int, depth: int) -> bool:
         owner = self.graph.value(vid).owner
         if owner < 0:
             return False
