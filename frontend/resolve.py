@@ -23,7 +23,6 @@ from meshjit.errors import IndivisibleDimError, MissingMeshError, ShardingError
 from meshjit.frontend.args import UNSPECIFIED
 from meshjit.frontend.mesh import Mesh
 from meshjit.frontend.sharding import (
-    UNCONSTRAINED,
     GSPMDSharding,
     NamedSharding,
     PartitionSpec,
@@ -107,12 +106,7 @@ def normalize_spec(
         except ShardingError as err:
             raise type(err)(f"{req.api} {what} for `{leaf.path}`: {err}") from None
     assert isinstance(spec, Sharding)
-    if isinstance(spec, NamedSharding) and UNCONSTRAINED in spec.spec.partitions:
-        raise ShardingError(
-            f"{req.api} {what} for `{leaf.path}`: P.UNCONSTRAINED is not allowed in "
-            f"{what} ({spec!r}); use None to let meshjit decide, or "
-            "with_sharding_constraint inside the function"
-        )
+    # P.UNCONSTRAINED was refused when jit was called (jit._refuse_unconstrained).
     return spec
 
 

@@ -86,11 +86,15 @@ def _key_data_shape(dtype: Any) -> tuple[int, ...]:
 
 def key_data_shape(dtype: object) -> tuple[int, ...]:
     """The trailing dims of a key dtype's data (`(2,)` for threefry), else ()."""
+    if isinstance(dtype, np.dtype):  # the common case, on the call path
+        return ()
     return _key_data_shape(dtype) if is_key_dtype(dtype) else ()
 
 
 def leaf_dtype(dtype: Any) -> Any:
     """A numpy dtype, or a typed PRNG key's dtype as jax has it."""
+    if isinstance(dtype, np.dtype):  # the common case, on the call path
+        return dtype
     return dtype if is_key_dtype(dtype) else np.dtype(dtype)
 
 
@@ -104,7 +108,7 @@ def typed_sharding(sharding: object) -> Any:
     if not isinstance(sharding, jax.sharding.NamedSharding):
         return None
     explicit = jax.sharding.AxisType.Explicit
-    return sharding if explicit in tuple(sharding.mesh.axis_types) else None
+    return sharding if explicit in sharding.mesh.axis_types else None
 
 
 def typed_key(sharding: Any) -> tuple[Any, ...]:
