@@ -1,22 +1,74 @@
 """The one module that imports private jax/jaxlib APIs.
 
-jax and jaxlib are pinned to one exact version (see pyproject.toml); an upgrade
-that moves a private name is a change to this file alone.
+meshjit supports jax and jaxlib from 0.10.2 up to the last 0.12 release (the
+same release of the two; see pyproject.toml). Where those versions differ in a
+private name, this file alone knows it; `check_versions` runs before any
+private import, so a jax outside the range fails at `import meshjit` with the
+range named, not deep in a pass.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
+import jax
+import jaxlib.version
+
+from meshjit.errors import (
+    DuplicateAxisError,
+    IndivisibleDimError,
+    UnsupportedJaxError,
+)
+
+# The supported range, as pyproject.toml's dependencies spell it.
+JAX_RANGE = ">=0.10.2,<0.13"
+JAX_MIN = (0, 10, 2)
+JAX_BELOW = (0, 13)
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The numeric release of a version string: "0.12.0.1" -> (0, 12, 0, 1),
+    "0.11.0rc1" or "0.11.0.dev2026" -> (0, 11, 0)."""
+    found = re.match(r"\d+(?:\.\d+)*", version.strip())
+    if found is None:
+        return ()
+    return tuple(int(p) for p in found.group(0).split("."))
+
+
+def check_versions(jax_version: str, jaxlib_version: str) -> None:
+    """Refuses a jax or jaxlib outside the supported range, or the two at
+    different releases (major.minor.patch), with one error naming the range."""
+    problems = []
+    for name, version in (("jax", jax_version), ("jaxlib", jaxlib_version)):
+        found = release(version)
+        if not found or found < JAX_MIN or found[:2] >= JAX_BELOW:
+            problems.append(f"{name} {version}")
+    if problems:
+        raise UnsupportedJaxError(
+            f"meshjit supports jax and jaxlib {JAX_RANGE} (0.10.2 up to the last "
+            f"0.12 release); this environment has {' and '.join(problems)}. "
+            f"Install a supported pair, e.g. `pip install 'jax{JAX_RANGE}' "
+            f"'jaxlib{JAX_RANGE}'`."
+        )
+    if release(jax_version)[:3] != release(jaxlib_version)[:3]:
+        raise UnsupportedJaxError(
+            f"meshjit needs jax and jaxlib of the same release; this environment "
+            f"has jax {jax_version} and jaxlib {jaxlib_version}. Install matching "
+            f"versions (both {JAX_RANGE})."
+        )
+
+
+check_versions(jax.__version__, jaxlib.version.__version__)
+
+# ruff: noqa: E402 (the private imports come after the version check)
 import jax.extend.backend  # imported here, not lazily: threads raced on it
 from jax._src import mesh as _jax_mesh
 from jax._src.interpreters import mlir as _jax_mlir
 from jaxlib.mlir import ir
 
-from meshjit.errors import DuplicateAxisError, IndivisibleDimError
-
-JAX_VERSION_PINNED = "0.10.2"
+JAX_VERSION = release(jax.__version__)
 
 
 def make_ir_context() -> ir.Context:

@@ -7,6 +7,8 @@ from meshjit import native as _native
 _native.install()
 
 # ruff: noqa: E402
+# Next: a jax outside the supported range fails here, with the range named.
+from meshjit.compiler import bridge as _bridge  # noqa: F401
 from meshjit.compiler.persistent_cache import set_cache_dir
 from meshjit.compiler.persistent_cache import stats as cache_stats
 from meshjit.errors import (

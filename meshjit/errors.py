@@ -52,3 +52,8 @@ class InternalError(MeshjitError, RuntimeError):
             f"{message}\nThis is a bug in meshjit; please report it with the input "
             "that caused it."
         )
+
+
+class UnsupportedJaxError(MeshjitError, ImportError):
+    """The installed jax or jaxlib is outside the versions meshjit supports
+    (raised when meshjit is imported)."""
