@@ -11,6 +11,7 @@ own `with jax.sharding.Mesh(...):`.
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import threading
 from collections.abc import Iterator, Sequence
@@ -269,3 +270,20 @@ class Mesh:
     def describe_devices(self) -> str:
         """Device ids in mesh order, e.g. `[[0, 1], [2, 3]]`: what reprs hide."""
         return str(self.device_ids.tolist())
+
+
+def set_mesh(mesh: Mesh | jax.sharding.Mesh) -> Any:
+    """`jax.set_mesh` for a meshjit or a jax Mesh: the mesh that bare
+    PartitionSpecs in `jit`, `device_put`, `shard_map` and `reshard` use, and
+    the one explicit sharding mode types values with. Sets it at once (a
+    global setter) and returns a context manager that restores the previous
+    one, as jax's does; inside a jitted function it raises jax's ValueError."""
+    return jax.set_mesh(mesh.to_jax() if isinstance(mesh, Mesh) else mesh)
+
+
+@contextlib.contextmanager
+def use_mesh(mesh: Mesh | jax.sharding.Mesh) -> Iterator[None]:
+    """`jax.sharding.use_mesh` as jax 0.5-0.6 had it (removed since): a
+    context manager only, with `jax.set_mesh`'s meaning inside the block."""
+    with set_mesh(mesh):
+        yield

@@ -7,7 +7,7 @@ GSPMDSharding); see meshjit.frontend.sharding for what differs from JAX.
 from jax.sharding import AxisType
 
 from meshjit.errors import ShardingError
-from meshjit.frontend.mesh import Mesh, current_mesh
+from meshjit.frontend.mesh import Mesh, current_mesh, set_mesh, use_mesh
 from meshjit.frontend.sharding import (
     UNCONSTRAINED,
     Chunked,
@@ -55,7 +55,9 @@ __all__ = [
     "current_mesh",
     "from_jax",
     "render_sharding",
+    "set_mesh",
     "to_jax",
+    "use_mesh",
     "visualize_array_sharding",
     "visualize_sharding",
 ]

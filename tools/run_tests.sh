@@ -6,7 +6,8 @@
 #   The suite against the jax that an interpreter already has (PYTHON, default
 #   python3): installs meshjit into that interpreter's environment with
 #   `pip install --no-deps --no-build-isolation -e .` (jax and jaxlib are kept
-#   as they are) and the test tools it lacks (pytest, lit, filecheck,
+#   as they are; without setuptools there, with build isolation) and the test
+#   tools it lacks (pytest, lit, filecheck,
 #   hypothesis; with no package index they must be there already), then runs
 #   pytest and lit on the Python source. For machines that cannot reach a
 #   package index and for other jax versions (meshjit supports >=0.10.2,<0.13).
@@ -30,8 +31,12 @@ if [[ "${1:-}" == "--jax-installed" ]]; then
     exit 2
   fi
   "$python" -c "import jax, jaxlib, sys; print(f'==> {sys.executable}: Python {sys.version.split()[0]}, jax {jax.__version__}, jaxlib {jaxlib.__version__}')"
-  "$python" -m pip install --no-deps --no-build-isolation -e . || {
-    echo "FAILED: pip install --no-deps --no-build-isolation -e . (needs setuptools>=68 and wheel in $python's environment)"
+  # Offline the build tools must be there already (--no-build-isolation);
+  # without setuptools pip fetches them into an isolated build environment.
+  isolation=--no-build-isolation
+  "$python" -c "import setuptools, wheel" 2>/dev/null || isolation=
+  "$python" -m pip install --no-deps $isolation -e . || {
+    echo "FAILED: pip install --no-deps $isolation -e . (offline, $python's environment needs setuptools>=68 and wheel)"
     exit 1
   }
   missing=()

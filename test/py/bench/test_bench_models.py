@@ -10,6 +10,8 @@ from pathlib import Path
 import jax
 import pytest
 
+pytestmark = pytest.mark.devices(8)
+
 ROOT = Path(__file__).parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))

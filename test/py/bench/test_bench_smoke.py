@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.devices(8)
+
 ROOT = Path(__file__).parents[3]
 
 

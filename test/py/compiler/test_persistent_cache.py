@@ -68,6 +68,7 @@ def test_a_hit_gives_the_same_program_report_and_answer(cache: Path) -> None:
     assert second.output_shardings == first.output_shardings
 
 
+@pytest.mark.devices(8)
 def test_any_change_to_the_key_misses(cache: Path) -> None:
     reversed_mesh = Mesh(np.array(DEVICES[::-1]), ("x",))
     variants: list[tuple[dict[str, Any], dict[str, str]]] = [

@@ -7,10 +7,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import meshjit
 from meshjit import Mesh, NamedSharding, P
 from meshjit.compiler import graph
+
+pytestmark = pytest.mark.devices(8)
 
 MESH = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
 

@@ -19,6 +19,8 @@ import pytest
 import meshjit
 from meshjit import Mesh, NamedSharding, P
 
+pytestmark = pytest.mark.devices(8)
+
 DEVICES = jax.devices()[:8]
 MESH8 = Mesh(np.array(DEVICES), ("x",))
 MESH24 = Mesh(np.array(DEVICES).reshape(2, 4), ("x", "y"))

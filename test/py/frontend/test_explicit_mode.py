@@ -22,6 +22,8 @@ from jax.sharding import PartitionSpec as P
 
 import meshjit
 
+pytestmark = pytest.mark.devices(8)
+
 EXPLICIT = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
 MIXED = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto))
 

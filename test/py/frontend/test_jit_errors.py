@@ -58,6 +58,7 @@ def test_out_shardings_list_for_tuple_output_names_result() -> None:
         f(jnp.ones(8))
 
 
+@pytest.mark.devices(8)
 def test_non_divisible_dim_names_the_argument_key_path_dim_size_and_axis() -> None:
     # jax#27808: JAX's IndivisibleError does not say which argument.
     f = meshjit.jit(lambda p: p["w"].sum(), in_shardings=({"w": SX},))
@@ -69,6 +70,7 @@ def test_non_divisible_dim_names_the_argument_key_path_dim_size_and_axis() -> No
         f({"w": jnp.ones(6)})
 
 
+@pytest.mark.devices(8)
 def test_non_divisible_output_names_the_output() -> None:
     f = meshjit.jit(lambda a: a[:6], out_shardings=SX)
     with pytest.raises(
@@ -142,6 +144,7 @@ def test_same_buffer_donated_and_passed_again_in_one_call() -> None:
         f(a, a)
 
 
+@pytest.mark.devices(8)
 def test_committed_argument_with_other_sharding_is_named() -> None:
     f = meshjit.jit(lambda a: a, in_shardings=SR)
     sharded = jax.device_put(np.arange(8.0, dtype=np.float32), SX.to_jax())
@@ -153,6 +156,7 @@ def test_committed_argument_with_other_sharding_is_named() -> None:
         f(sharded)
 
 
+@pytest.mark.devices(8)
 def test_permuted_device_order_shows_device_ids() -> None:
     reversed_mesh = Mesh(np.array(DEVICES[::-1]), ("x",))
     f = meshjit.jit(lambda a: a, in_shardings=SX)
@@ -163,6 +167,7 @@ def test_permuted_device_order_shows_device_ids() -> None:
         f(arg)
 
 
+@pytest.mark.devices(8)
 def test_incompatible_devices_between_in_and_out_shardings() -> None:
     f = meshjit.jit(
         lambda a: a, in_shardings=SX, out_shardings=NamedSharding(MESH4, P())
@@ -171,6 +176,7 @@ def test_incompatible_devices_between_in_and_out_shardings() -> None:
         f(jnp.ones(8))
 
 
+@pytest.mark.devices(8)
 def test_uneven_constraint_is_padded_and_stays_split() -> None:
     # jax#26946: JAX pads and then silently replicates; meshjit keeps the
     # padded blocks split (a sum over them is one all-reduce, no gather).
@@ -232,6 +238,7 @@ def test_compiled_rejects_other_shapes_and_static_args_passed_again() -> None:
         run(jnp.ones(8), 2)
 
 
+@pytest.mark.devices(8)
 def test_compiled_rejects_committed_argument_with_other_sharding() -> None:
     run = meshjit.jit(lambda a: a, in_shardings=SX).lower(jnp.ones(8)).compile()
     replicated = jax.device_put(jnp.ones(8), SR.to_jax())
@@ -239,6 +246,7 @@ def test_compiled_rejects_committed_argument_with_other_sharding() -> None:
         run(replicated)
 
 
+@pytest.mark.devices(8)
 def test_error_traceback_keeps_user_frames_and_drops_meshjit_frames() -> None:
     f = meshjit.jit(lambda a: a, in_shardings=SX)
     try:
@@ -280,6 +288,7 @@ def test_compiler_options_on_a_nested_jit_are_refused() -> None:
         meshjit.jit(lambda x: inner(x + 2))(jnp.arange(4.0))
 
 
+@pytest.mark.devices(8)
 def test_pjit_under_a_mesh_refuses_arguments_on_other_devices() -> None:
     """As jax: pjit under `with mesh:` runs on the mesh's devices; an argument
     committed elsewhere is an error rather than a silent move."""
@@ -297,6 +306,7 @@ def test_pjit_under_a_mesh_refuses_arguments_on_other_devices() -> None:
     np.testing.assert_allclose(np.asarray(out), 2.0)
 
 
+@pytest.mark.devices(8)
 def test_errors_subclass_the_exceptions_jax_raises() -> None:
     """Code that catches jax's IndivisibleError or DuplicateSpecError keeps
     working with meshjit (the messages are meshjit's)."""

@@ -13,6 +13,8 @@ from jax.sharding import AxisType
 from meshjit.dialects.sharding import MeshAxis, MeshModel
 from meshjit.sharding import Mesh, ShardingError, current_mesh
 
+pytestmark = pytest.mark.devices(8)
+
 DEVICES = jax.devices()
 
 

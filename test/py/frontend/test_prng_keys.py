@@ -19,6 +19,8 @@ import pytest
 import meshjit
 from meshjit import Mesh, NamedSharding, P
 
+pytestmark = pytest.mark.devices(8)
+
 MESH = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"))
 
 

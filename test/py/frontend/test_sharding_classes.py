@@ -39,6 +39,7 @@ def mesh2() -> Mesh:
 # -- PartitionSpec -------------------------------------------------------------
 
 
+@pytest.mark.devices(8)
 def test_partition_spec_canonical_equality() -> None:
     assert P("x") == P("x", None) == P(("x",)) == P(["x"], None, None)
     assert hash(P("x")) == hash(P("x", None))
@@ -84,6 +85,7 @@ def test_partition_spec_rejects_non_names(
 # -- NamedSharding errors ------------------------------------------------------
 
 
+@pytest.mark.devices(8)
 @pytest.mark.parametrize(
     ("spec", "shape", "pattern"),
     [
@@ -123,6 +125,7 @@ def test_named_sharding_errors(
         build_and_apply()
 
 
+@pytest.mark.devices(8)
 def test_named_sharding_error_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="unknown mesh axis"):
         NamedSharding(mesh2(), P("w"))
@@ -137,12 +140,14 @@ def test_empty_mesh_is_rejected() -> None:
         NamedSharding(empty, P())
 
 
+@pytest.mark.devices(8)
 def test_tuple_spec_and_bad_spec() -> None:
     assert NamedSharding(mesh2(), ("x", None)).spec == P("x")
     with pytest.raises(ShardingError, match=r"needs a PartitionSpec, found 'x'"):
         NamedSharding(mesh2(), "x")
 
 
+@pytest.mark.devices(8)
 def test_memory_kind_is_canonical_and_checked() -> None:
     sharding = NamedSharding(mesh2(), P("x"))
     assert sharding.memory_kind == "device"
@@ -154,6 +159,7 @@ def test_memory_kind_is_canonical_and_checked() -> None:
         sharding.with_memory_kind("bogus")
 
 
+@pytest.mark.devices(8)
 def test_repr_matches_jax() -> None:
     ours = NamedSharding(mesh2(), P("x", "y"))
     assert repr(ours) == repr(ours.to_jax())
@@ -167,6 +173,7 @@ def test_repr_matches_jax() -> None:
 # -- cross-class equivalence ----------------------------------------------------------
 
 
+@pytest.mark.devices(8)
 def test_same_layout_in_every_class() -> None:
     named = NamedSharding(mesh2(), P("x", "y"))
     positional = PositionalSharding(DEVICES).reshape(2, 4)
@@ -180,6 +187,7 @@ def test_same_layout_in_every_class() -> None:
     assert not positional.T.reshape(2, 4).is_equivalent_to(named, 2)
 
 
+@pytest.mark.devices(8)
 def test_partially_replicated_layout_in_every_class() -> None:
     named = NamedSharding(mesh2(), P("y"))
     positional = PositionalSharding(DEVICES).reshape(2, 4).replicate(0).reshape(4)
@@ -191,6 +199,7 @@ def test_partially_replicated_layout_in_every_class() -> None:
         assert a.shard_shape((8,)) == b.shard_shape((8,)) == (2,)
 
 
+@pytest.mark.devices(8)
 def test_replicated_layout_in_every_class() -> None:
     one = Mesh(np.array(DEVICES[2:3]), ("x",))
     named = NamedSharding(one, P("x"))
@@ -205,6 +214,7 @@ def test_replicated_layout_in_every_class() -> None:
     assert not single.is_equivalent_to(SingleDeviceSharding(DEVICES[3]), 1)
 
 
+@pytest.mark.devices(8)
 def test_device_order_matters_as_in_jax() -> None:
     forward = Mesh(np.array(DEVICES), ("x",))
     backward = Mesh(np.array(DEVICES[::-1]), ("x",))
@@ -214,6 +224,7 @@ def test_device_order_matters_as_in_jax() -> None:
     assert a.device_set == b.device_set
 
 
+@pytest.mark.devices(8)
 def test_pmap_sharding_equivalence_is_equality() -> None:
     pmap = PmapSharding.default((8, 3))
     named = NamedSharding(Mesh(np.array(DEVICES), ("i",)), P("i"))
@@ -225,6 +236,7 @@ def test_pmap_sharding_equivalence_is_equality() -> None:
 # -- PositionalSharding --------------------------------------------------------
 
 
+@pytest.mark.devices(8)
 def test_positional_reshape_transpose_replicate() -> None:
     base = PositionalSharding(DEVICES)
     assert base.shape == (8,)
@@ -249,6 +261,7 @@ def test_positional_reshape_transpose_replicate() -> None:
         grid.devices_indices_map((8,))
 
 
+@pytest.mark.devices(8)
 def test_positional_sharding_with_memory_kind_keeps_layout() -> None:
     grid = PositionalSharding(DEVICES).reshape(2, 4)
     host = grid.with_memory_kind("pinned_host")
@@ -259,6 +272,7 @@ def test_positional_sharding_with_memory_kind_keeps_layout() -> None:
 # -- PmapSharding --------------------------------------------------------------
 
 
+@pytest.mark.devices(8)
 def test_pmap_default() -> None:
     pmap = PmapSharding.default((8, 3))
     assert pmap.sharding_spec == ShardingSpec(
@@ -277,6 +291,7 @@ def test_pmap_default() -> None:
         pmap.shard_shape((4, 3))
 
 
+@pytest.mark.devices(8)
 def test_pmap_default_other_dim_and_replicated() -> None:
     pmap = PmapSharding.default((3, 4), sharded_dim=1, devices=DEVICES[4:])
     assert pmap.shard_shape((3, 4)) == (3,)
@@ -288,6 +303,7 @@ def test_pmap_default_other_dim_and_replicated() -> None:
         PmapSharding.default((3,), sharded_dim=None)
 
 
+@pytest.mark.devices(8)
 def test_pmap_chunked_spec_matches_named() -> None:
     spec = ShardingSpec((Chunked((2,)), NoSharding()), (Replicated(2), ShardedAxis(0)))
     pmap = PmapSharding(np.array(DEVICES[:4]).reshape(2, 2), spec)
@@ -299,6 +315,7 @@ def test_pmap_chunked_spec_matches_named() -> None:
     assert pmap.is_equivalent_to(pmap, 2)
 
 
+@pytest.mark.devices(8)
 def test_pmap_to_jax_is_what_jax_pmap_returns() -> None:
     array = jax.pmap(lambda v: v)(np.zeros((8, 2), np.float32))
     ours = PmapSharding.default((8, 2)).to_jax()
@@ -327,6 +344,7 @@ def _random_named(rng: random.Random) -> tuple[NamedSharding, int]:
     return NamedSharding(mesh, P(*entries)), rank
 
 
+@pytest.mark.devices(8)
 def test_round_trips_are_identity() -> None:
     rng = random.Random(17)
     for _ in range(150):
@@ -347,6 +365,7 @@ def test_round_trips_are_identity() -> None:
         assert from_jax(gspmd.to_jax()) == gspmd
 
 
+@pytest.mark.devices(8)
 def test_to_sdy_text() -> None:
     devices = [DEVICES[i] for i in (1, 0, 3, 2)]
     named = NamedSharding(Mesh(np.array(devices).reshape(2, 2), ("x", "y")), P("y"))
@@ -358,6 +377,7 @@ def test_to_sdy_text() -> None:
     assert NamedSharding.from_sdy(*unconstrained.to_sdy()) == unconstrained
 
 
+@pytest.mark.devices(8)
 def test_from_sdy_errors() -> None:
     with pytest.raises(ShardingError, match=r"refers to mesh @other"):
         NamedSharding.from_sdy(
@@ -373,6 +393,7 @@ def test_from_sdy_errors() -> None:
         )
 
 
+@pytest.mark.devices(8)
 def test_gspmd_to_named_without_a_mesh() -> None:
     gspmd = GSPMDSharding(
         DEVICES, "{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}"
@@ -382,6 +403,7 @@ def test_gspmd_to_named_without_a_mesh() -> None:
     assert named.devices_indices_map((8, 2)) == gspmd.devices_indices_map((8, 2))
 
 
+@pytest.mark.devices(8)
 def test_gspmd_errors() -> None:
     with pytest.raises(ShardingError, match=r"tiles over 8 devices but 4 devices"):
         GSPMDSharding(DEVICES[:4], "{devices=[2,4]<=[8]}")
@@ -398,6 +420,7 @@ def test_from_jax_rejects_other_objects() -> None:
         from_jax("x")
 
 
+@pytest.mark.devices(8)
 def test_shardings_are_hashable_keys() -> None:
     table = {
         NamedSharding(mesh2(), P("x")): 1,

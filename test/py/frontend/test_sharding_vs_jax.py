@@ -24,6 +24,8 @@ from meshjit.sharding import (
     from_jax,
 )
 
+pytestmark = pytest.mark.devices(8)
+
 AXIS_SIZES = [1, 2, 2, 4, 8]
 
 

@@ -20,6 +20,8 @@ from meshjit.sharding import (
     visualize_sharding,
 )
 
+pytestmark = pytest.mark.devices(8)
+
 DEVICES = jax.devices()
 MESH = Mesh(np.array(DEVICES).reshape(2, 4), ("x", "y"))
 

@@ -45,6 +45,7 @@ FAST = settings(
 )
 
 
+@pytest.mark.devices(8)
 @FAST
 @given(programs())
 def test_meshjit_matches_unsharded_run(prog: Program) -> None:
@@ -52,6 +53,7 @@ def test_meshjit_matches_unsharded_run(prog: Program) -> None:
     check(prog)
 
 
+@pytest.mark.devices(8)
 @settings(FAST, max_examples=25)
 @given(programs())
 def test_propagation_vs_shardy_runs_and_partitions(prog: Program) -> None:
@@ -81,6 +83,7 @@ def _uneven(prog: Program, data: st.DataObject) -> tuple[int, int, str] | None:
     return data.draw(st.sampled_from(options)) if options else None
 
 
+@pytest.mark.devices(8)
 @settings(FAST, max_examples=20)
 @given(programs(max_ops=3), st.data())
 def test_uneven_in_sharding_raises_naming_the_argument(
@@ -99,6 +102,7 @@ def test_uneven_in_sharding_raises_naming_the_argument(
         jitted(prog, mesh)(*place_args(prog, mesh))
 
 
+@pytest.mark.devices(8)
 @settings(FAST, max_examples=20)
 @given(programs(max_ops=2), st.data())
 def test_uneven_constraint_matches_unsharded(

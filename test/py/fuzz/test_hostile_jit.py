@@ -21,6 +21,8 @@ from jax.sharding import PartitionSpec as P
 
 import meshjit
 
+pytestmark = pytest.mark.devices(8)
+
 MESH = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
 
 

@@ -13,12 +13,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import meshjit
 
 from .differential import _meshjit, _partition_bytes, _shardy, value_shardings
+
+pytestmark = pytest.mark.devices(8)
 
 MESH = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
 

@@ -10,10 +10,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import meshjit
+
+pytestmark = pytest.mark.devices(8)
 
 MESH = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
 THREADS = 6

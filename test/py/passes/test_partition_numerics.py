@@ -28,6 +28,8 @@ from meshjit.compiler.ir import make_context, parse_module, print_module
 from meshjit.compiler.spmd import compile_module
 from meshjit.passes.partition import PartitionReport
 
+pytestmark = pytest.mark.devices(8)
+
 MESHES = {
     "8": ((8,), ("x",)),
     "2x4": ((2, 4), ("x", "y")),

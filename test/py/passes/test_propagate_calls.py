@@ -11,6 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -21,6 +22,7 @@ def _mesh() -> Mesh:
     return Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
 
 
+@pytest.mark.devices(8)
 def test_callee_used_with_two_shardings_is_exact() -> None:
     mesh = _mesh()
 

@@ -667,6 +667,7 @@ MODELS = {
 }
 
 
+@pytest.mark.devices(8)
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_traced_model(model: str) -> None:
     agreement = compare(MODELS[model]())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -62,6 +63,7 @@ def mesh_2x4() -> Mesh:
     return Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
 
 
+@pytest.mark.devices(8)
 def test_combined_reduce_scatters_all_reduces_and_gathers_match_unsharded() -> None:
     """Three partial sums reduce-scattered along different dims, two
     all-reduced (left to XLA's own combiner), three small values gathered:
@@ -99,6 +101,7 @@ def test_combined_reduce_scatters_all_reduces_and_gathers_match_unsharded() -> N
     assert hlo.count('"stablehlo.all_reduce"') == 2
 
 
+@pytest.mark.devices(8)
 def test_dependent_collectives_are_not_combined() -> None:
     """A chain of matmuls, each reducing the last one's output: nothing to
     combine; still right."""

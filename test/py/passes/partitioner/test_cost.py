@@ -82,6 +82,7 @@ def test_jit_picks_the_devices_platform(monkeypatch: pytest.MonkeyPatch) -> None
     )
 
 
+@pytest.mark.devices(8)
 def test_calibrate_measures_a_usable_model(tmp_path: Path) -> None:
     from meshjit.calibrate import main
 
@@ -94,6 +95,7 @@ def test_calibrate_measures_a_usable_model(tmp_path: Path) -> None:
     assert model.memory_bandwidth > 0
 
 
+@pytest.mark.devices(8)
 def test_plans_within_two_percent_are_a_tie_broken_by_bytes() -> None:
     """A stack of matmuls over a 2x4 mesh, weights split on their output dim:
     for the last layer, all-gathering the activation (then the result) and

@@ -14,6 +14,8 @@ from jax.sharding import PartitionSpec as P
 
 import meshjit
 
+pytestmark = pytest.mark.devices(8)
+
 
 def mesh_2x4() -> Mesh:
     return Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))

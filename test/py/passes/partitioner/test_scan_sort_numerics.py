@@ -17,6 +17,8 @@ from jax.sharding import PartitionSpec as P
 
 import meshjit
 
+pytestmark = pytest.mark.devices(8)
+
 MESHES = {
     "8": Mesh(np.array(jax.devices()[:8]), ("x",)),
     "2x4": Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y")),

@@ -17,6 +17,8 @@ from jax.sharding import PartitionSpec as P
 
 import meshjit
 
+pytestmark = pytest.mark.devices(8)
+
 MESH8 = Mesh(np.array(jax.devices()[:8]), ("x",))
 MESH24 = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
 

@@ -16,6 +16,8 @@ from jax.sharding import PartitionSpec as P
 
 import meshjit
 
+pytestmark = pytest.mark.devices(8)
+
 MESHES = {"8": ((8,), ("x",)), "2x4": ((2, 4), ("x", "y"))}
 DN = ("NHWC", "HWIO", "NHWC")
 
