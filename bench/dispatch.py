@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import meshjit
+from bench.workloads import one_device
 
 LEAVES = (1, 8, 64, 512)
 
@@ -32,11 +33,17 @@ def _latency(fn: Callable[[Any], Any], xs: Any) -> float:
     return time.perf_counter() - start
 
 
+def device_count() -> int:
+    """8 devices, or 1 with `python -m bench --one-device`."""
+    return 1 if one_device() else 8
+
+
 def per_call_overhead(leaves: int, samples: int = 0) -> tuple[float, float]:
     """(meshjit seconds per call, jax.jit seconds per call) on `leaves` arrays
-    of shape [8] split over 8 devices: medians of single calls (each waited
-    for), alternating between the two sides so drift hits both alike."""
-    devices = np.array(jax.devices()[:8])
+    of shape [8] split over 8 devices (1 with --one-device): medians of
+    single calls (each waited for), alternating between the two sides so
+    drift hits both alike."""
+    devices = np.array(jax.devices()[: device_count()])
     mesh = jax.sharding.Mesh(devices, ("x",))
     sharding = jax.sharding.NamedSharding(mesh, jax.P("x"))
     xs = [jax.device_put(jnp.full((8,), float(i)), sharding) for i in range(leaves)]

@@ -33,7 +33,7 @@ from jaxlib.mlir import passmanager
 
 import meshjit
 from bench import first_call
-from bench.workloads import MESHES, Layout, Workload
+from bench.workloads import Layout, Workload, bench_mesh, one_device
 from meshjit.compiler.graph import graph_session
 from meshjit.compiler.ir import make_context, parse_module
 from meshjit.compiler.pipeline import parse_pipeline, run_pipeline
@@ -68,8 +68,7 @@ class Row:
 
 
 def mesh_of(name: str) -> Mesh:
-    shape, names = MESHES[name]
-    return Mesh(np.array(jax.devices()[: math.prod(shape)]).reshape(shape), names)
+    return bench_mesh(name)
 
 
 def _shardings(mesh: Mesh, specs: Any) -> Any:
@@ -218,7 +217,8 @@ def measure(
     """One table row. `cold_processes`: the first-call columns come from
     `first_call.cold_pair` (each side in its own new process) rather than
     from this process, where the second side to trace reuses JAX's caches."""
-    row = Row(work.name, layout.name, layout.mesh, bound=layout.bound)
+    bound = None if one_device() else layout.bound  # bounds are for 8 devices
+    row = Row(work.name, layout.name, layout.mesh, bound=bound)
     mesh = mesh_of(layout.mesh)
     args = work.make_args()
     in_sh = _shardings(mesh, layout.in_specs)

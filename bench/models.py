@@ -20,10 +20,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from bench.workloads import MESHES, Layout, Workload
+from bench.workloads import Layout, Workload, bench_mesh
 
 # Parameter trees -----------------------------------------------------------------
 
@@ -711,12 +710,6 @@ MOE = Workload(
 # shard_map mixed with ordinary ops ---------------------------------------------
 
 
-def _mesh(name: str) -> Mesh:
-    # As bench.measure.mesh_of builds it.
-    shape, names = MESHES[name]
-    return Mesh(np.array(jax.devices()[: math.prod(shape)]).reshape(shape), names)
-
-
 def _global_norm_block(b: jax.Array) -> jax.Array:
     """Per shard: scale by the global RMS over "x" (a local op and a psum)."""
     sq = jax.lax.psum(jnp.sum(b * b, axis=0, keepdims=True), "x")
@@ -739,7 +732,7 @@ def _shard_map_program(mesh_name: str, axis_names: frozenset[str] | None) -> Any
             kw["axis_names"] = set(axis_names)
         inner = jax.shard_map(
             _global_norm_block,
-            mesh=_mesh(mesh_name),
+            mesh=bench_mesh(mesh_name),
             in_specs=P("x"),
             out_specs=P("x"),
             **kw,

@@ -8,6 +8,8 @@ device, ring algorithms), so the report can compare against it.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,24 @@ MESHES: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "8": ((8,), ("x",)),
     "2x4": ((2, 4), ("x", "y")),
 }
+
+# `python -m bench --one-device` sets this (its child processes inherit it):
+# every mesh keeps its axis names with size 1, on the first device of the
+# default platform (a GPU run: JAX_PLATFORMS=cuda).
+ONE_DEVICE_ENV = "MESHJIT_BENCH_ONE_DEVICE"
+
+
+def one_device() -> bool:
+    return os.environ.get(ONE_DEVICE_ENV) == "1"
+
+
+def bench_mesh(name: str) -> jax.sharding.Mesh:
+    """The mesh a layout names, over the first devices."""
+    shape, names = MESHES[name]
+    if one_device():
+        shape = (1,) * len(shape)
+    devices = np.array(jax.devices()[: math.prod(shape)]).reshape(shape)
+    return jax.sharding.Mesh(devices, names)
 
 
 @dataclass(frozen=True)

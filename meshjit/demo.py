@@ -30,7 +30,11 @@ def _model() -> None:
     import meshjit
     from meshjit import Mesh, NamedSharding, P
 
-    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"))
+    # 2x4 over 8 devices; where there are fewer (one GPU: JAX_PLATFORMS=cuda),
+    # the same program on a 1x1 mesh.
+    shape = (2, 4) if jax.device_count() >= 8 else (1, 1)
+    devices = jax.devices()[: shape[0] * shape[1]]
+    mesh = Mesh(np.array(devices).reshape(shape), ("data", "model"))
 
     def sharded(*spec: str | None) -> NamedSharding:
         return NamedSharding(mesh, P(*spec))
@@ -131,7 +135,10 @@ def _seed_examples() -> None:
         in_shardings=None,
         out_shardings=PartitionSpec("devices"),
     )
-    with Mesh(np.array(jax.devices()[:8]), ("devices",)):
+    with Mesh(
+        np.array(jax.devices()[:8] if jax.device_count() >= 8 else jax.devices()[:1]),
+        ("devices",),
+    ):
         data = f(jnp.arange(8 * 5))
     say("pjit convolve:", multihost_utils.process_allgather(data, tiled=True))
     say("  sharded as", data.sharding.spec, "with shards of shape", end=" ")

@@ -9,13 +9,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.devices(8)
-
 ROOT = Path(__file__).parents[3]
 
 
-def test_quick_bench_runs_one_workload(tmp_path: Path) -> None:
-    out = tmp_path / "results.md"
+def _bench(out: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [
@@ -32,6 +29,7 @@ def test_quick_bench_runs_one_workload(tmp_path: Path) -> None:
             "--no-multiprocess",
             "--out",
             str(out),
+            *flags,
         ],
         cwd=ROOT,
         env=env,
@@ -41,6 +39,13 @@ def test_quick_bench_runs_one_workload(tmp_path: Path) -> None:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
+@pytest.mark.devices(8)
+def test_quick_bench_runs_one_workload(tmp_path: Path) -> None:
+    out = tmp_path / "results.md"
+    proc = _bench(out)
     rows = [
         line for line in proc.stdout.splitlines() if line.startswith("| long_while")
     ]
@@ -55,6 +60,24 @@ def test_quick_bench_runs_one_workload(tmp_path: Path) -> None:
     assert "| long_while | dp8 | 8 |" in report
 
 
+def test_one_device_bench_runs_every_mesh_on_one_device(tmp_path: Path) -> None:
+    """`--one-device` (the GPU rows: one device of the default platform)
+    keeps each layout's axis names at size 1: nothing to communicate."""
+    out = tmp_path / "results.md"
+    proc = _bench(out, "--one-device")
+    rows = [
+        line for line in proc.stdout.splitlines() if line.startswith("| long_while")
+    ]
+    assert len(rows) == 2, proc.stdout[-2000:]
+    assert all("| - | - | = (0 / 0 B) |" in row for row in rows), rows
+    assert "rows that failed: none" in proc.stdout
+    assert "small arrays on one device" in proc.stdout
+    report = out.read_text()
+    assert "--one-device --out" in report
+    assert "every mesh on one device" in report
+
+
+@pytest.mark.devices(8)
 def test_the_multiprocess_bench_runs_both_jobs() -> None:
     from bench import multiprocess
 
