@@ -2,6 +2,7 @@
 
     python tools/shardy_corpus.py SHARDY_CHECKOUT [--files GLOB ...]
         [-k SUBSTRING] [--json OUT] [--shardy] [--verbose] [--jobs N]
+        [--per-case] [--timeout S]
 
 SHARDY_CHECKOUT is a checkout of github.com/openxla/shardy (measured at
 e8b51060); the cases are read in place from
@@ -10,7 +11,20 @@ Each file is split on `// -----` lines the way `-split-input-file` does (only
 when its RUN line has that flag) and every case is run alone: its text, with
 leading blank lines so that line numbers are the file's, goes through
 `meshjit-opt -p PIPELINE`, and the case's own CHECK lines are checked against
-its own output with the `filecheck` package (LLVM FileCheck's clone).
+that case's own output with the `filecheck` package (LLVM FileCheck's clone).
+A case is named FILE:INDEX, INDEX counting the file's chunks from 0; `-k`
+keeps the cases whose FILE:INDEX or first func's name contains SUBSTRING.
+
+How meshjit-opt is run: by default one `meshjit-opt --split-input-file`
+process per file (over the selected cases), which parses every case into a
+fresh context and runs it alone, as lit's `-split-input-file` does; its
+modules and diagnostics are then given back to each case by their line
+numbers. When that cannot be done with certainty (a crash, a diagnostic
+without a line of the file, a module count that does not add up) the file's
+cases are run again one process per case, and the report says so.
+`--per-case` always runs one process per case (the same results, about ten
+times slower: each process imports jax). Files run in parallel in a pool of
+`--jobs` processes (2).
 
 Which cases: the default is every `*.mlir` file of that folder except
 `op_sharding_rule_registry*.mlir` (those three run
@@ -47,9 +61,10 @@ the op-priority one; `-run-op-priority-propagation` defaults to true and
     -sdy-propagation-pipeline         propagation-pipeline (import-shardings,
                                         propagate with meshjit's defaults =
                                         user + op priorities, aggressive,
-                                        export-shardings{close-shardings=true})
-      dedup-functions-fully=true      no meshjit option: run without it,
-                                        noted "option unsupported"
+                                        export-shardings{close-shardings=true});
+                                        it takes no options
+      dedup-functions-fully=true      none in meshjit: run without it, noted
+                                        "option unsupported"
     propagation-strategy=S            strategy=S (basic or aggressive;
                                         basic-then-aggressive: unsupported)
     run-op-priority-propagation=B     op-priority=B
@@ -73,19 +88,21 @@ sharding_group_propagation): `// expected-error|warning|remark|note[@above|
 @below|@+N|@-N] {{message}}` lines are matched like MLIR's verifier: same
 severity, message contains the text, same line. A case whose expected
 diagnostic is not produced fails its CHECK ("expected warning not
-produced"), and so does one where meshjit reports an error or warning the
-case does not expect; matched diagnostics are consumed, not shown to
-FileCheck. If all of a case's errors were expected its empty output is
-still checked.
+produced"), and so does one where meshjit reports a warning the case does
+not expect (as MLIR's verifier fails it); an unexpected error makes the case
+an `error`. Matched diagnostics are consumed, not shown to FileCheck. If all
+of a case's errors were expected, its (empty) output is still checked.
 
 Each case ends in one state: `pass`; `check-fail` (meshjit-opt ran without
 error but a CHECK or an expected diagnostic failed: the first failing CHECK
 line and the output line nearest to it are recorded); `error` (meshjit-opt
 exited non-zero or crashed: its first error line is recorded). `--shardy`
 runs Shardy's own passes (registered by jaxlib) on every case as well, in
-process with meshjit's MLIR context, printing the module as sdy_opt does
-(pretty form), and reports Shardy's counts beside meshjit's: a reference
-only (jaxlib's Shardy is the one jax was built with, not e8b51060).
+the pool's processes with meshjit's MLIR context (`make_ir_context`), the
+RUN line's passes as written (a pass restricted to func.func is nested, as
+sdy_opt nests it), printing the module as sdy_opt does (pretty form), and
+judged the same way; its counts are shown beside meshjit's. A reference
+only: jaxlib's Shardy is the one its jax was built with, not e8b51060.
 
 The report: a table per file (cases, run without error, CHECK pass), totals,
 then meshjit's failing cases grouped by cause; `--json OUT` writes every
@@ -110,7 +127,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -138,10 +157,6 @@ PROPAGATE_PASSES = {
     "sdy-user-priority-propagate": ("aggressive", True, True),
 }
 FOLDED_PASSES = ("sdy-add-data-flow-edges", "sdy-sink-data-flow-edges")
-# Shardy passes that run on func.func ops (sdy_opt nests them implicitly).
-FUNC_PASSES = frozenset(
-    (*FOLDED_PASSES, "sdy-populate-op-sharding-rules", "sdy-sink-func-data-flow-edges")
-)
 
 
 # --- RUN lines ---------------------------------------------------------------------
@@ -389,13 +404,99 @@ def run_meshjit(case: Case, spec: RunSpec, workdir: Path, timeout: float) -> Out
     )
 
 
+def batch_text(cases: list[Case]) -> tuple[str, list[tuple[int, int]]]:
+    """The cases joined by `// -----` lines, each on its own lines of the file
+    (skipped cases leave blank lines), and each case's 1-based line span."""
+    pieces: list[str] = []
+    spans: list[tuple[int, int]] = []
+    line = 0  # 0-based line the next piece starts on
+    for k, case in enumerate(cases):
+        if k:
+            pieces.append("// -----\n")
+            line += 1
+        pad = case.first_line - line
+        if pad < 0:
+            raise ValueError("cases out of order")
+        chunk = "\n" * pad + case.text
+        if not chunk.endswith("\n"):
+            chunk += "\n"
+        pieces.append(chunk)
+        spans.append((case.first_line + 1, line + chunk.count("\n")))
+        line += chunk.count("\n")
+    return "".join(pieces), spans
+
+
+def run_meshjit_batch(
+    cases: list[Case], spec: RunSpec, workdir: Path, timeout: float
+) -> list[Output] | None:
+    """One `meshjit-opt --split-input-file` over a file's cases, its output and
+    diagnostics given back to each case (by their line numbers). Each case is
+    still parsed into a fresh context and run alone, as with lit's
+    -split-input-file. None when that cannot be done with certainty (a crash,
+    a diagnostic without a line of this file, an output count that does not
+    add up): the caller then runs one process per case."""
+    assert spec.pipeline is not None
+    text, spans = batch_text(cases)
+    path = workdir / cases[0].file
+    path.write_text(text, encoding="utf-8")
+    cmd = [sys.executable, "-m", "meshjit.compiler.opt", str(path)]
+    cmd += ["-p", spec.pipeline, "--split-input-file"]
+    try:
+        done = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, MESHJIT_NATIVE="0"),
+            cwd=workdir,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode not in (0, 1):
+        return None
+    errs: list[list[str]] = [[] for _ in cases]
+    current: int | None = None
+    for line in done.stderr.splitlines():
+        m = DIAG_LINE.match(line)
+        if m and m.group("line") and m.group("file") == str(path):
+            at = int(m.group("line"))
+            current = next(
+                (k for k, (lo, hi) in enumerate(spans) if lo <= at <= hi), None
+            )
+            if current is None:
+                return None
+        elif m and m.group("sev") != "note":
+            return None  # a diagnostic with no line of this file
+        elif current is None:
+            return None
+        errs[current].append(line)
+    outs = [
+        Output("", "".join(f"{ln}\n" for ln in e), parse_diag_text("\n".join(e)), False)
+        for e in errs
+    ]
+    for out in outs:
+        out.failed = any(d.severity == "error" for d in out.diags)
+    printed = done.stdout.split("// -----\n") if done.stdout else []
+    ok = [out for out in outs if not out.failed]
+    if len(printed) != len(ok) or (done.returncode == 1) != (len(ok) < len(outs)):
+        return None
+    for out, module_text in zip(ok, printed, strict=True):
+        out.stdout = module_text
+    return outs
+
+
 def _shardy_pass_manager(spec: RunSpec) -> Any:
+    """Shardy's passes as sdy_opt runs them: a pass restricted to func.func
+    (sdy-sink-data-flow-edges, ...) is nested, as sdy_opt nests it."""
     from jaxlib.mlir import passmanager
 
     pieces = []
     for piece in spec.shardy_passes:
-        name = piece.split("{", 1)[0]
-        pieces.append(f"func.func({piece})" if name in FUNC_PASSES else piece)
+        try:
+            passmanager.PassManager.parse(f"builtin.module({piece})")
+            pieces.append(piece)
+        except ValueError:
+            pieces.append(f"func.func({piece})")
     return passmanager.PassManager.parse(f"builtin.module({','.join(pieces)})")
 
 
@@ -549,6 +650,16 @@ def _shown_line(said: list[str], header: str, skip: int = 0) -> str:
     return ""
 
 
+def _focus(pattern: str, got: str, width: int = 160) -> str:
+    """`got` from where the pattern's first word occurs in it (a func's
+    signature is one long line; a CHECK-SAME checks a piece of it)."""
+    words = _pattern_words(pattern).split()
+    if len(got) <= width or not words:
+        return got
+    at = got.rfind(words[0]) if words[0] == "->" else got.find(words[0])
+    return got if at <= 0 else "…" + got[at:]
+
+
 def _nearest(pattern: str, out_lines: list[str], start: int) -> str:
     """The output line (from `start` on) that looks most like `pattern`."""
     want = _pattern_words(pattern)
@@ -620,7 +731,7 @@ def filecheck(case: Case, output: str, workdir: Path, timeout: float) -> Result:
         "check-fail",
         f"line {m.group('line')}: {check_line}",
         expected=check_line,
-        got=got,
+        got=_focus(pattern, got),
         detail=said[:2000],
     )
 
@@ -680,86 +791,163 @@ def evaluate(
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    case: Case
+    """One file's selected cases on one side."""
+
+    cases: tuple[Case, ...]
     spec: RunSpec
     side: str  # "meshjit" or "shardy"
     timeout: float
+    per_case: bool  # meshjit: one process per case, never one per file
 
 
-def run_task(task: Task) -> Result:
-    """One case on one side (in a pool worker)."""
+def _guarded(
+    case: Case,
+    spec: RunSpec,
+    workdir: Path,
+    run: Callable[[], Output] | Output,
+    timeout: float,
+) -> Result:
+    """Runs (unless given its output) and evaluates one case; a harness bug
+    becomes the case's error instead of ending the run."""
+    try:
+        out = run if isinstance(run, Output) else run()
+        result = evaluate(case, spec, out, workdir, timeout)
+    except Exception as err:  # the harness, not the case: recorded all the same
+        return Result("error", f"harness: {type(err).__name__}: {err}")
+    here = f"{workdir}/"  # the temp folder, from paths in diagnostics
+    result.reason = result.reason.replace(here, "")
+    result.got = result.got.replace(here, "")
+    result.detail = result.detail.replace(here, "")
+    return result
+
+
+def run_task(task: Task) -> tuple[list[Result], bool]:
+    """A file's cases on one side (in a pool worker): the results, and whether
+    meshjit's cases were run one process per case."""
+    cases, spec = list(task.cases), task.spec
     with tempfile.TemporaryDirectory(prefix="shardy-corpus-") as tmp:
         workdir = Path(tmp)
-        try:
-            if task.side == "shardy":
-                out = run_shardy(task.case, task.spec)
-            elif task.spec.pipeline is None:
-                reason = "; ".join(task.spec.notes) or "RUN line has no sdy pass"
-                return Result("error", f"no meshjit pipeline: {reason}")
-            else:
-                out = run_meshjit(task.case, task.spec, workdir, task.timeout)
-        except Exception as err:  # the harness, not the case: recorded all the same
-            return Result("error", f"harness: {type(err).__name__}: {err}")
-        return evaluate(task.case, task.spec, out, workdir, task.timeout)
-
-
-def run_all(tasks: list[Task], jobs: int, verbose: bool) -> list[Result]:
-    results: list[Result | None] = [None] * len(tasks)
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run_task, t): i for i, t in enumerate(tasks)}
-        completed = concurrent.futures.as_completed(futures)
-        for done, fut in enumerate(completed, 1):
-            i = futures[fut]
+        if task.side == "shardy":
+            return [
+                _guarded(c, spec, workdir, partial(run_shardy, c, spec), task.timeout)
+                for c in cases
+            ], False
+        if spec.pipeline is None:
+            reason = "; ".join(spec.notes) or "RUN line has no sdy pass"
+            return [
+                Result("error", f"no meshjit pipeline: {reason}") for _ in cases
+            ], False
+        outs = None
+        if not task.per_case:
             try:
-                results[i] = fut.result()
-            except concurrent.futures.process.BrokenProcessPool as err:
-                results[i] = Result("error", f"worker died: {err}")
-            if verbose:
-                t, r = tasks[i], results[i]
-                assert r is not None
-                print(
-                    f"[{done}/{len(tasks)}] {t.side:7} {t.case.case_id:48} "
-                    f"{r.status:10} {r.reason[:120]}",
-                    flush=True,
+                outs = run_meshjit_batch(
+                    cases, spec, workdir, task.timeout * len(cases)
                 )
-    return [r if r is not None else Result("error", "not run") for r in results]
+            except (OSError, ValueError):
+                outs = None
+        if outs is not None:
+            return [
+                _guarded(c, spec, workdir, o, task.timeout)
+                for c, o in zip(cases, outs, strict=True)
+            ], False
+        return [
+            _guarded(
+                c,
+                spec,
+                workdir,
+                partial(run_meshjit, c, spec, workdir, task.timeout),
+                task.timeout,
+            )
+            for c in cases
+        ], True
+
+
+def run_all(
+    tasks: list[Task], jobs: int, verbose: bool
+) -> tuple[dict[tuple[str, str], list[Result]], list[str]]:
+    """(file, side) -> results, and the files meshjit ran one case at a time."""
+    results: dict[tuple[str, str], list[Result]] = {}
+    per_case: list[str] = []
+    order = sorted(tasks, key=lambda t: -len(t.cases))  # the longest first
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_task, t): t for t in order}
+        for fut in concurrent.futures.as_completed(futures):
+            t = futures[fut]
+            key = (t.cases[0].file, t.side)
+            try:
+                rows, one_by_one = fut.result()
+            except concurrent.futures.process.BrokenProcessPool as err:
+                rows, one_by_one = (
+                    [Result("error", f"worker died: {err}")] * len(t.cases),
+                    False,
+                )
+            results[key] = rows
+            if one_by_one and not t.per_case:
+                per_case.append(t.cases[0].file)
+            if verbose:
+                for c, r in zip(t.cases, rows, strict=True):
+                    print(
+                        f"{t.side:7} {c.case_id:52} {r.status:10} {r.reason[:110]}",
+                        flush=True,
+                    )
+    return results, per_case
 
 
 # --- report ------------------------------------------------------------------------
 
-_NOISE = [
+_ERROR_NOISE = [
     (re.compile(r"^\S*?:\d+:\d+: "), ""),  # file:line:col:
-    (re.compile(r"^line \d+: "), ""),
-    (re.compile(r"/\S+/"), ""),  # paths
+    (re.compile(r"^(?:error|warning): "), ""),
+    (re.compile(r" at \S+:\d+:\d+"), ""),  # `at FILE:L:C` inside the message
+    (re.compile(r" ?\([^()]*\)"), ""),  # (size 4), (shape ...)
+    (re.compile(r'"[^"]*"(?:\s*\*\s*"[^"]*")*'), '"…"'),  # axis lists
+    (re.compile(r"\[[^\]]*\]"), "[…]"),
     (re.compile(r"@[\w.$-]+"), "@F"),
-    (re.compile(r"%\[\[[^\]]*\]\]|%\w+"), "%V"),
     (re.compile(r"\d+"), "N"),
     (re.compile(r"\s+"), " "),
 ]
-_CHECK_OP = re.compile(r"(\"?[a-z_]+\.[a-z_.]+\"?)")
+_CHECK_OP = re.compile(r"\b([a-z_]+\.[a-z_][a-z_.]*)")
+_ATTR_NAMES = frozenset(
+    (
+        "sdy.sharding",
+        "sdy.sharding_per_value",
+        "sdy.sharding_rule",
+        "sdy.op_sharding_rule",
+    )
+)
 
 
 def cause(result: Result) -> str:
-    """A short cause: an error's first line blurred, or for a failed CHECK its
-    kind and the op (or attribute) it names, so that alike failures group."""
+    """A short cause, so that alike failures group: an error's first line with
+    names, numbers, shapes and axes blurred; for a failed CHECK its kind and
+    what it is about (func argument/result or the op it names, and whether it
+    checks a sharding)."""
     if result.status == "error":
         text = result.reason
-        for noise, repl in _NOISE:
+        for noise, repl in _ERROR_NOISE:
             text = noise.sub(repl, text)
-        return "error: " + text.strip()[:110]
+        return "error: " + text.split(";")[0].strip()[:100]
     if result.reason.startswith(("expected ", "unexpected ")):
         return result.reason.split(":", 1)[0]
     kind = CHECK_KIND.search(result.expected)
     if not kind:
         return "check: " + result.reason[:100]
-    pattern = kind.group(2)
-    ops = [m for m in _CHECK_OP.findall(pattern) if not m.startswith("sdy.sharding")]
-    what = ops[0] if ops else pattern.split("(")[0].split("<")[0].strip()
-    if "sdy.sharding" in pattern or "sdy.sharding_per_value" in pattern:
-        what += " (sharding differs)"
-    for noise, repl in _NOISE[3:]:
-        what = noise.sub(repl, what)
-    return f"{kind.group(1)} {what.strip()[:90]}"
+    pattern = kind.group(2).strip()
+    sharded = re.search(r"sdy\.sharding(?!_rule)|<@\w+, \[", pattern)
+    if kind.group(1) == "CHECK-NOT":
+        return f"CHECK-NOT: {pattern[:40]} found"
+    if re.match(r"%arg\d+:", pattern):
+        what = "func argument"
+    elif pattern.startswith("->"):
+        what = "func result"
+    elif kind.group(1) == "CHECK-LABEL":
+        what = re.sub(r"@[\w.$-]+.*", "@F", pattern)
+    else:
+        ops = [m for m in _CHECK_OP.findall(pattern) if m not in _ATTR_NAMES]
+        what = ops[0] if ops else re.sub(r"\s+", " ", pattern)[:40]
+    if sharded and kind.group(1) != "CHECK-LABEL":
+        what += " sharding"
+    return f"{kind.group(1)}: {what}"
 
 
 def _counts(rows: list[Result]) -> tuple[int, int, int]:
@@ -904,9 +1092,16 @@ def main(argv: list[str] | None = None) -> int:
         "-k",
         dest="keyword",
         default=None,
+        metavar="SUBSTRING",
         help="only cases whose FILE:INDEX or func name contains this",
     )
-    parser.add_argument("--json", type=Path, default=None, metavar="OUT")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help="write every case's result (and the totals) to this file",
+    )
     parser.add_argument(
         "--shardy",
         action="store_true",
@@ -915,8 +1110,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="a line per case")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds per meshjit-opt run"
+        "--per-case",
+        action="store_true",
+        help="one meshjit-opt process per case (slower; the default is one "
+        "--split-input-file process per file, falling back to this when its "
+        "output cannot be split by case)",
     )
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
     args = parser.parse_args(argv)
     checkout = args.checkout.resolve()
     test_dir = find_test_dir(checkout)
@@ -944,12 +1144,27 @@ def main(argv: list[str] | None = None) -> int:
         print("no cases selected")
         return 0
     print(f"{len(cases)} cases from {len(specs)} files in {test_dir}", flush=True)
-    tasks = [Task(c, specs[c.file], "meshjit", args.timeout) for c in cases]
-    if args.shardy:
-        tasks += [Task(c, specs[c.file], "shardy", args.timeout) for c in cases]
-    results = run_all(tasks, max(1, args.jobs), args.verbose)
-    mj = results[: len(cases)]
-    sd = results[len(cases) :] if args.shardy else None
+    by_file: dict[str, list[Case]] = collections.defaultdict(list)
+    for case in cases:
+        by_file[case.file].append(case)
+    sides = ("meshjit", "shardy") if args.shardy else ("meshjit",)
+    tasks = [
+        Task(tuple(group), specs[name], side, args.timeout, args.per_case)
+        for name, group in by_file.items()
+        for side in sides
+    ]
+    results, one_by_one = run_all(tasks, max(1, args.jobs), args.verbose)
+    mj = [r for name in by_file for r in results[(name, "meshjit")]]
+    sd = (
+        [r for name in by_file for r in results[(name, "shardy")]]
+        if args.shardy
+        else None
+    )
+    if one_by_one:
+        print(
+            "meshjit-opt ran one process per case for (its --split-input-file "
+            f"output could not be split by case): {', '.join(one_by_one)}"
+        )
     if args.verbose:
         for case, r in zip(cases, mj, strict=True):
             if r.status != "pass" and r.detail:
