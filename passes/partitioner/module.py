@@ -78,6 +78,19 @@ def _read_layouts(graph: Graph, mesh_name: str) -> dict[int, Layout]:
             if isinstance(s, Opaque):
                 put(node.results[0], parse_sharding(s.text), node.loc)
             continue
+        if node.op in ("sdy.data_flow_edge", "sdy.func_data_flow_edge"):
+            # The edge holds its input's sharding (a while/case result, a
+            # call result or an argument): both are laid out as it says.
+            s = node.attrs.get("sharding") or node.attrs.get("sdy.sharding")
+            if isinstance(s, Opaque):
+                edge = (
+                    parse_sharding(s.text)
+                    if node.op == "sdy.data_flow_edge"
+                    else _parse_per_value(s.text)[0]
+                )
+                put(node.operands[0], edge, node.loc)
+                put(node.results[0], edge, node.loc)
+            continue
         if node.op == "sdy.manual_computation":
             ins = node.attrs.get("in_shardings")
             if isinstance(ins, Opaque):
@@ -367,6 +380,8 @@ _SPECIAL = {
     "stablehlo.all_reduce": "yes (a shard_map body's own: on local blocks)",
     "sdy.manual_computation": "yes (body as written; partial: free axes partitioned)",
     "sdy.propagation_barrier": "yes (reshard)",
+    "sdy.data_flow_edge": "yes (identity)",
+    "sdy.func_data_flow_edge": "yes (identity)",
     "sdy.reshard": "yes (reshard)",
     "sdy.sharding_constraint": "yes (reshard)",
     "stablehlo.case": "yes (branches partitioned)",

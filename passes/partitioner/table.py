@@ -41,6 +41,8 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "chlo.top_k": reductions.top_k,
         "func.call": control_flow.call,
         "sdy.constant": elementwise.constant,
+        "sdy.data_flow_edge": elementwise.identity,
+        "sdy.func_data_flow_edge": elementwise.identity,
         "sdy.manual_computation": control_flow.manual_computation,
         "sdy.propagation_barrier": elementwise.identity,
         "sdy.reshard": elementwise.identity,

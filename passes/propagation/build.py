@@ -88,6 +88,9 @@ class Built:
     mesh_order: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # manual_computation node -> (in_shardings slots, out_shardings slots)
     manual: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict)
+    # values that an sdy.data_flow_edge op takes: their sharding is written
+    # on the edge op, not on the op that defines them
+    edge_owned: set[int] = field(default_factory=set)
 
 
 def _axis(a: AxisRef, sizes: Mapping[str, int]) -> Ax:
@@ -466,6 +469,9 @@ class _Builder:
         ):
             self.data_flow(node, env, where)
             return
+        if op in ("sdy.data_flow_edge", "sdy.func_data_flow_edge"):
+            self.explicit_edge(node, env)
+            return
         if op == "sdy.sharding_group":
             gid = node.attr("group_id")
             if isinstance(gid, int) and node.operands:
@@ -743,6 +749,29 @@ class _Builder:
                 [t],
             )
 
+    def explicit_edge(self, node: Node, env: dict[int, int]) -> None:
+        """`sdy.data_flow_edge %t` / `sdy.func_data_flow_edge %t` (what Shardy's
+        add-data-flow-edges inserts): the edge's sharding, shared by its input
+        (a data-flow target: a while/case/barrier result, a block or func
+        argument, a call result) and its result. Its own attribute is where
+        the sharding starts and where it is written back; the target's owner
+        then carries none for that value, as in Shardy."""
+        if not node.operands or not node.results:
+            return
+        slot = env[node.operands[0]]
+        env[node.results[0]] = slot
+        self.bind(node.results[0], slot)
+        self.out.edge_owned.add(node.operands[0])
+        if node.op == "sdy.data_flow_edge":
+            text = _opaque_text(node.attr("sharding"))
+            if text is not None:
+                what = f"{node.op} at {node.loc}"
+                self.user_sharding(
+                    text, self.problem.shapes[slot], what, node.loc, slot, True
+                )
+        else:
+            self.op_sharding_attr(node, [slot])
+
     def call(self, node: Node, env: dict[int, int], where: str) -> None:
         callee = node.attr("callee")
         operands = [self.use(v, env, node) for v in node.operands]
@@ -1000,13 +1029,13 @@ def write_plan(
         if not node.results or node.op == "sdy.manual_computation":
             continue
         shs = [final_sharding(built, state, v) for v in node.results]
-        if node.op == "sdy.sharding_constraint" or node.op == "sdy.reshard":
+        if node.op in ("sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge"):
             sh = shs[0]
             if sh is not None:
                 plan.set_op(node.id, "sharding", "#sdy.sharding" + text(sh))
             continue
         present = [s for s in shs if s is not None]
-        if not present:
+        if not present or any(v in built.edge_owned for v in node.results):
             continue
         mesh = present[0].mesh
         bodies = []
