@@ -192,9 +192,9 @@ class _Builder:
         uneven: bool = False,
     ) -> Sh | None:
         """Validates a user sharding; reports an error and returns None if bad.
-        `uneven`: a dim its axes do not divide is allowed (inside a function:
-        the partitioner pads it; at the entry function's boundary jax's rule
-        holds, sharded dims divide)."""
+        `uneven`: a dim its axes do not divide is allowed, as Shardy allows it
+        (the partitioner pads such a dim inside a function; `meshjit.jit`
+        refuses it on its arguments and results before tracing, jax's rule)."""
         sizes = self.meshes.get(ts.mesh_name)
         if sizes is None:
             known = ", ".join("@" + m for m in self.meshes) or "none"
@@ -339,6 +339,7 @@ class _Builder:
                     f"argument {i} of @{name} at {func.loc}",
                     func.loc,
                     slot,
+                    uneven=True,
                 )
         returns = self.block(block, env, f"@{name}")
         res_attrs = func.attr("res_attrs")
@@ -349,7 +350,12 @@ class _Builder:
             text = _dict_sharding(res_attrs, i)
             if text is not None:
                 self.user_sharding(
-                    text, shape, f"result {i} of @{name} at {func.loc}", func.loc, res
+                    text,
+                    shape,
+                    f"result {i} of @{name} at {func.loc}",
+                    func.loc,
+                    res,
+                    uneven=True,
                 )
             self.problem.func_results.append((ret, res))
 

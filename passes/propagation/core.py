@@ -1085,7 +1085,9 @@ class Propagator:
         sharded = False
         for v in tensors:
             sh = self.state[v]
-            if sh is None:
+            if sh is None or not self.p.meshes.get(sh.mesh):
+                # A sharding on a mesh with no axes (Shardy's empty mesh)
+                # takes whichever mesh propagation brings.
                 continue
             if mesh is None:
                 mesh = sh.mesh

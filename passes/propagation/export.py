@@ -51,6 +51,34 @@ def even_boundary(
     return Sh(sh.mesh, tuple(dims), sh.closed, sh.replicated, sh.unreduced)
 
 
+def _warn_dropped(
+    sh: Sh,
+    shape: tuple[int, ...],
+    sizes: Mapping[str, int],
+    keep_sub_axes: bool,
+    what: str,
+    loc: SourceLoc,
+    diags: Diagnostics,
+) -> None:
+    """A closed dim of a function's boundary (a layout someone fixed, not one
+    propagation suggested) loses axes that do not divide it: say so."""
+    even = even_boundary(sh, shape, sizes, keep_sub_axes)
+    for d, (kept, had, closed) in enumerate(
+        zip(even.dims, sh.dims, sh.closed, strict=True)
+    ):
+        if closed and kept != had:
+            dropped = ", ".join(
+                f'"{a[0]}"' if a[2] == sizes.get(a[0]) else f'"{a[0]}":({a[1]}){a[2]}'
+                for a in had[len(kept) :]
+            )
+            diags.warning(
+                loc,
+                f"{what}: dim {d} has size {shape[d]}, which mesh axes {{{dropped}}} "
+                f"do not divide; the program's boundary keeps only the axes that "
+                f"divide it (its per-device blocks must be equal)",
+            )
+
+
 class Exporter:
     """Converts a graph's shardings to the exported form."""
 
@@ -77,6 +105,7 @@ class Exporter:
             loc: SourceLoc,
             boundary: tuple[int, ...] | None,
             keep_sub_axes: bool = False,
+            what: str = "",
         ) -> str | None:
             try:
                 ts = parse_sharding(text)
@@ -87,7 +116,10 @@ class Exporter:
             if sizes is None:
                 diags.error(loc, f"sharding names unknown mesh @{ts.mesh_name}")
                 return None
-            return self._body(to_sh(ts, sizes), sizes, boundary, keep_sub_axes)
+            sh = to_sh(ts, sizes)
+            if boundary is not None:
+                _warn_dropped(sh, boundary, sizes, keep_sub_axes, what, loc, diags)
+            return self._body(sh, sizes, boundary, keep_sub_axes)
 
         for func in graph.funcs():
             block = func.regions[0][0] if func.regions and func.regions[0] else None
@@ -101,9 +133,10 @@ class Exporter:
                 text: str,
                 loc: SourceLoc,
                 shape: tuple[int, ...] | None,
+                what: str,
                 private: bool = private,
             ) -> str | None:
-                return convert(text, loc, shape, private)
+                return convert(text, loc, shape, private, what)
 
             def put_arg(i: int, t: str, fid: int = fid) -> None:
                 plan.set_arg(fid, i, SHARDING, t)
@@ -111,15 +144,26 @@ class Exporter:
             def put_result(i: int, t: str, fid: int = fid) -> None:
                 plan.set_result(fid, i, SHARDING, t)
 
+            name = func.attr("sym_name")
             self._boundary(
-                func.attr("arg_attrs"), types, func.loc, put_convert, put_arg
+                func.attr("arg_attrs"),
+                types,
+                func.loc,
+                put_convert,
+                put_arg,
+                f"argument {{}} of @{name}",
             )
             ret = [
                 graph.node(n) for n in block.nodes if graph.node(n).op == "func.return"
             ]
             rtypes = [graph.value(v).shape for v in ret[0].operands] if ret else []
             self._boundary(
-                func.attr("res_attrs"), rtypes, func.loc, put_convert, put_result
+                func.attr("res_attrs"),
+                rtypes,
+                func.loc,
+                put_convert,
+                put_result,
+                f"result {{}} of @{name}",
             )
         seen: dict[str, str] = {}
         for node in graph.walk():
@@ -174,8 +218,9 @@ class Exporter:
         entries: object,
         shapes: list[tuple[int, ...] | None],
         loc: SourceLoc,
-        convert: Callable[[str, SourceLoc, tuple[int, ...] | None], str | None],
+        convert: Callable[[str, SourceLoc, tuple[int, ...] | None, str], str | None],
         put: Callable[[int, str], None],
+        what: str,
     ) -> None:
         if not isinstance(entries, tuple):
             return
@@ -186,6 +231,6 @@ class Exporter:
             shape = shapes[i] if i < len(shapes) else None
             if not isinstance(text, Opaque) or shape is None:
                 continue
-            body = convert(text.text, loc, shape)
+            body = convert(text.text, loc, shape, what.format(i))
             if body is not None:
                 put(i, "#sdy.sharding" + body)
