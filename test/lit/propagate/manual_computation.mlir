@@ -60,3 +60,18 @@ func.func @all_axes_manual(%arg0: tensor<16x32xf32> {sdy.sharding = #sdy.shardin
   %3 = stablehlo.exponential %1 : tensor<16x32xf32>
   return %3 : tensor<16x32xf32>
 }
+// -----
+sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>
+// An operand used only by the manual computation takes its in_sharding, less
+// the manual axes it lists as replicated: outside the body they mean nothing.
+// CHECK-LABEL: func @operand_drops_replicated_manual_axes(
+// CHECK-SAME: %arg0: tensor<32x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b", ?}, {?}]>})
+// CHECK: sdy.manual_computation(%arg0)
+// CHECK-SAME{LITERAL}: in_shardings=[<@mesh, [{"b", ?}, {?}], replicated={"c"}>]
+func.func @operand_drops_replicated_manual_axes(%arg0: tensor<32x32xf32>) -> tensor<32x32xf32> {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"b", ?}, {?}], replicated={"c"}>] out_shardings=[<@mesh, [{"b", ?}, {?}], replicated={"c"}>] manual_axes={"b", "c"} (%arg1: tensor<16x32xf32>) {
+    %1 = stablehlo.add %arg1, %arg1 : tensor<16x32xf32>
+    sdy.return %1 : tensor<16x32xf32>
+  } : (tensor<32x32xf32>) -> tensor<32x32xf32>
+  return %0 : tensor<32x32xf32>
+}
