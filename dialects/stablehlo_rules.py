@@ -182,6 +182,8 @@ RULES.pointwise(
 RULES.no_rule(
     _DATA_FLOW,
     "func.call",
+    "sdy.data_flow_edge",
+    "sdy.func_data_flow_edge",
     "sdy.manual_computation",
     "sdy.named_computation",
     "stablehlo.case",
@@ -190,6 +192,7 @@ RULES.no_rule(
 )
 RULES.no_rule(
     _NO_OPERANDS,
+    "sdy.constant",
     "stablehlo.after_all",
     "stablehlo.constant",
     "stablehlo.create_token",

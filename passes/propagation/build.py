@@ -61,7 +61,7 @@ _FORWARD_STAGE0 = frozenset(
 )
 _TERMINATORS = frozenset({"func.return", "stablehlo.return", "sdy.return"})
 _CONSTRAINING = frozenset({"sdy.sharding_constraint", "sdy.manual_computation"})
-_CONSTANT_LEAVES = frozenset({"stablehlo.constant", "stablehlo.iota"})
+_CONSTANT_LEAVES = frozenset({"sdy.constant", "stablehlo.constant", "stablehlo.iota"})
 _CONSTANT_PRESERVING = frozenset(
     {"stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.slice"}
 )

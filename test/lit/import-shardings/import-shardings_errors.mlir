@@ -19,22 +19,10 @@ func.func @axis_twice(%a: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, 
 }
 // -----
 sdy.mesh @mesh = <["x"=2, "y"=4]>
-// CHECK: [[# @LINE + 1]]:1: error: cannot shard dim 0 of argument 0 of @non_divisible {{.*}} dim 0 has size 6, which is not divisible by 4
-func.func @non_divisible(%a: tensor<6x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}) -> tensor<6x16xf32> {
-  return %a : tensor<6x16xf32>
-}
-// -----
-sdy.mesh @mesh = <["x"=2, "y"=4]>
 func.func @bad_constraint(%a: tensor<8x16xf32>) -> tensor<8x16xf32> {
   // CHECK: [[# @LINE + 1]]:8: error: 'sdy.sharding_constraint' op unknown axis name: "q"
   %0 = sdy.sharding_constraint %a <@mesh, [{"q"}, {}]> : tensor<8x16xf32>
   return %0 : tensor<8x16xf32>
-}
-// -----
-sdy.mesh @mesh = <["x"=2, "y"=4]>
-// CHECK: [[# @LINE + 1]]:1: error: cannot shard dim 1 of result 0 of @non_divisible_result {{.*}} dim 1 has size 6, which is not divisible by 4
-func.func @non_divisible_result(%a: tensor<8x6xf32>) -> (tensor<8x6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}]>}) {
-  return %a : tensor<8x6xf32>
 }
 // -----
 sdy.mesh @mesh = <["x"=2, "y"=4]>
