@@ -140,6 +140,12 @@ def _find_mesh(graph: Graph) -> tuple[str, MeshModel, SourceLoc] | None:
             f"partition handles modules with one sdy.mesh; found {names}",
         )
     for name, (mesh, loc) in meshes.items():
+        if not mesh.axes and mesh.device_ids is not None:
+            raise PartitionFailure(
+                loc,
+                f"partition needs a mesh with axes; @{name} has none (a maximal "
+                "mesh, which places whole ops on one device, is not handled yet)",
+            )
         return name, mesh, loc
     return None
 

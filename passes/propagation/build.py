@@ -613,6 +613,8 @@ class _Builder:
         except ShardingError as err:
             self.diags.error(node.loc, f"bad sdy.sharding on {node.op}: {err}")
             return
+        if not results and len(shardings) == 1 and shardings[0].rank == 0:
+            return  # a device placement (maximal sharding) of a result-less op
         if len(shardings) != len(results):
             self.diags.error(
                 node.loc,
