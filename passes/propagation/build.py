@@ -181,6 +181,8 @@ class _Builder:
                 continue
             self.meshes[name] = {a.name: a.size for a in mesh.axes}
             self.mesh_order[name] = mesh.axis_names
+            if not mesh.axes and mesh.device_ids is not None:
+                self.problem.maximal.add(name)
         self.problem.meshes = self.meshes
         self.out.mesh_order = self.mesh_order
 
@@ -206,6 +208,11 @@ class _Builder:
                 f"`sdy.mesh @{ts.mesh_name} = <[...]>`",
             )
             return None
+        if ts.mesh_name in self.problem.maximal and ts.rank == 0 and shape:
+            # `<@maximal_mesh, []>`: the whole value on one device, whatever
+            # its rank; held as closed empty dims, printed back as written.
+            rank = len(shape)
+            return Sh(ts.mesh_name, ((),) * rank, (True,) * rank, (), ())
         from meshjit.dialects.sharding import MeshModel
 
         mesh = MeshModel.of(*((n, s) for n, s in sizes.items()))
@@ -1010,7 +1017,12 @@ def write_plan(
     def text(sh: Sh) -> str:
         found = printed.get(sh)
         if found is None:
-            found = printed[sh] = sh_text(sh, p.meshes.get(sh.mesh, {}), closed=close)
+            if sh.mesh in p.maximal:
+                found = printed[sh] = f"<{print_symbol(sh.mesh)}, []>"
+            else:
+                found = printed[sh] = sh_text(
+                    sh, p.meshes.get(sh.mesh, {}), closed=close
+                )
         return found
 
     for func in g.funcs():

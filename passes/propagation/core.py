@@ -179,6 +179,9 @@ class Problem:
     origins: list[Origin] = field(default_factory=list)
     defs: list[int] = field(default_factory=list)  # value -> defining op, -1
     names: list[str] = field(default_factory=list)  # value -> readable name
+    # maximal meshes (no axes, one device): a value on one is placed whole
+    # on that device and takes part in no propagation
+    maximal: set[str] = field(default_factory=set)
 
     def add_value(self, shape: tuple[int, ...], name: str = "") -> int:
         self.values.append(None)
@@ -1085,6 +1088,8 @@ class Propagator:
         sharded = False
         for v in tensors:
             sh = self.state[v]
+            if sh is not None and sh.mesh in self.p.maximal:
+                return None
             if sh is None or not self.p.meshes.get(sh.mesh):
                 # A sharding on a mesh with no axes (Shardy's empty mesh)
                 # takes whichever mesh propagation brings.

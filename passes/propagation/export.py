@@ -117,6 +117,8 @@ class Exporter:
                 diags.error(loc, f"sharding names unknown mesh @{ts.mesh_name}")
                 return None
             sh = to_sh(ts, sizes)
+            if ts.rank == 0:
+                boundary = None  # a maximal sharding: any rank, nothing to even
             if boundary is not None:
                 _warn_dropped(sh, boundary, sizes, keep_sub_axes, what, loc, diags)
             return self._body(sh, sizes, boundary, keep_sub_axes)
