@@ -19,7 +19,6 @@ What becomes what:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -863,14 +862,6 @@ class _Builder:
             what = f"in_shardings[{i}] of sdy.manual_computation at {node.loc}"
             edge = p.add_value(p.shapes[src], what)
             self.set_initial(ts, p.shapes[src], what, node.loc, edge)
-            if p.values[src] is None and self.uses(node.operands[i]) == 1:
-                # The operand lives outside the body: manual axes mean
-                # nothing there, so it does not keep them replicated.
-                outside = dataclasses.replace(
-                    ts,
-                    replicated=tuple(a for a in ts.replicated if a.name not in manual),
-                )
-                self.set_initial(outside, p.shapes[src], what, node.loc, src)
             ins.append(edge)
             self.add_op(self.edge_op(node, f"operand {i}", (src,), edge), [edge])
             local = self.new_slot(arg, f"argument {i} of sdy.manual_computation")

@@ -62,8 +62,9 @@ func.func @all_axes_manual(%arg0: tensor<16x32xf32> {sdy.sharding = #sdy.shardin
 }
 // -----
 sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>
-// An operand used only by the manual computation takes its in_sharding, less
-// the manual axes it lists as replicated: outside the body they mean nothing.
+// An operand gets what propagation brings from the in_sharding (open dims),
+// not the in_sharding itself: the manual axes it lists as replicated mean
+// nothing outside the body.
 // CHECK-LABEL: func @operand_drops_replicated_manual_axes(
 // CHECK-SAME: %arg0: tensor<32x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b", ?}, {?}]>})
 // CHECK: sdy.manual_computation(%arg0)
@@ -72,6 +73,18 @@ func.func @operand_drops_replicated_manual_axes(%arg0: tensor<32x32xf32>) -> ten
   %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"b", ?}, {?}], replicated={"c"}>] out_shardings=[<@mesh, [{"b", ?}, {?}], replicated={"c"}>] manual_axes={"b", "c"} (%arg1: tensor<16x32xf32>) {
     %1 = stablehlo.add %arg1, %arg1 : tensor<16x32xf32>
     sdy.return %1 : tensor<16x32xf32>
+  } : (tensor<32x32xf32>) -> tensor<32x32xf32>
+  return %0 : tensor<32x32xf32>
+}
+// -----
+sdy.mesh @mesh = <["a"=2, "b"=2]>
+// The operand gets the in_sharding's axes by propagation, in open dims: it is
+// not given the in_sharding's closed dims as its own.
+// CHECK-LABEL: func @operand_not_given_closed_in_sharding(
+// CHECK-SAME: %arg0: tensor<32x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a", ?}, {?}]>})
+func.func @operand_not_given_closed_in_sharding(%arg0: tensor<32x32xf32>) -> tensor<32x32xf32> {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"a"}, {}]>] out_shardings=[<@mesh, [{"a"}, {}]>] manual_axes={"a"} (%arg1: tensor<16x32xf32>) {
+    sdy.return %arg1 : tensor<16x32xf32>
   } : (tensor<32x32xf32>) -> tensor<32x32xf32>
   return %0 : tensor<32x32xf32>
 }
