@@ -146,7 +146,12 @@ EXPECTED = re.compile(
     r"expected-(?P<sev>error|warning|remark|note)(?P<re>-re)?"
     r"(?:@(?P<where>above|below|[+-]\d+|\d+))?\s*\{\{(?P<msg>.*)\}\}\s*$"
 )
-FILECHECK_ERROR = re.compile(r"^(?P<file>.*?):(?P<line>\d+): error: (?P<msg>.*)$")
+FILECHECK_ERROR = re.compile(
+    r"^(?P<file>.*?):(?P<line>\d+):(?:\d+:)? error: (?P<msg>.*)$"
+)
+# The FileCheck to run (`--filecheck`; workers inherit it): the `filecheck`
+# package by default, or a path such as LLVM's FileCheck.
+FILECHECK_ENV = "SHARDY_CORPUS_FILECHECK"
 CHECK_KIND = re.compile(r"//\s*(CHECK(?:-[A-Z]+)?):\s?(.*)$")
 
 PROPAGATE_PASSES = {
@@ -673,7 +678,8 @@ def _nearest(pattern: str, out_lines: list[str], start: int) -> str:
 
 
 def filecheck(case: Case, output: str, workdir: Path, timeout: float) -> Result:
-    """The case's CHECK lines against `output`, with the filecheck package."""
+    """The case's CHECK lines against `output`, with the filecheck package
+    (or the FileCheck `--filecheck` names)."""
     if not _check_lines(case):
         return Result("pass", "no CHECK lines")
     check_file = workdir / f"check-{case.index}.mlir"
@@ -681,15 +687,10 @@ def filecheck(case: Case, output: str, workdir: Path, timeout: float) -> Result:
     check_file.write_text(case.padded(), encoding="utf-8")
     out_file.write_text(output, encoding="utf-8")
     try:
+        chosen = os.environ.get(FILECHECK_ENV)
+        command = [chosen] if chosen else [sys.executable, "-m", "filecheck"]
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "filecheck",
-                str(check_file),
-                "--input-file",
-                str(out_file),
-            ],
+            [*command, str(check_file), "--input-file", str(out_file)],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -1117,7 +1118,18 @@ def main(argv: list[str] | None = None) -> int:
         "output cannot be split by case)",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
+    parser.add_argument(
+        "--filecheck",
+        default=None,
+        metavar="PATH",
+        help="the FileCheck to check with (default: the Python `filecheck` "
+        "package; e.g. /usr/lib/llvm-15/bin/FileCheck from Debian's "
+        "llvm-15-tools, which bounds CHECK-NOT ranges as Shardy's own tests "
+        "expect)",
+    )
     args = parser.parse_args(argv)
+    if args.filecheck:
+        os.environ[FILECHECK_ENV] = args.filecheck
     checkout = args.checkout.resolve()
     test_dir = find_test_dir(checkout)
     if test_dir is None:
