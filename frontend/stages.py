@@ -41,6 +41,7 @@ from meshjit.frontend.trace import (
     interface_shardings,
     leaf_dtype,
 )
+from meshjit.passes import JIT_PROPAGATION
 from meshjit.passes.partition import PartitionReport
 
 STAGES = ("traced", "sharded", "propagated", "partitioned")
@@ -195,7 +196,7 @@ class Lowered(_Stage):
             return self._texts[stage]
         if stage == "propagated":
             try:
-                text, _ = _run(self._texts["sharded"], "propagation-pipeline")
+                text, _ = _run(self._texts["sharded"], JIT_PROPAGATION)
             except DiagnosticError as err:
                 raise pipeline_error(self._inputs.api, err) from None
             self._texts["propagated"] = text
@@ -277,7 +278,7 @@ class Lowered(_Stage):
         with graph_session(module):
             if propagated is None:
                 run_pipeline(
-                    parse_pipeline("propagation-pipeline", module.context),
+                    parse_pipeline(JIT_PROPAGATION, module.context),
                     module,
                     source,
                     Instrumentation(),

@@ -23,12 +23,19 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
     PropagatePass,
 )
 
+# What meshjit.jit runs before partitioning: propagation-pipeline less the
+# renaming of constraints to reshards (the partitioner reads both alike, and
+# the rename costs a print and a parse of the module).
+JIT_PROPAGATION = "import-shardings,propagate,export-shardings{close-shardings=true}"
+
 ALL_PIPELINES: tuple[PipelineAlias, ...] = (
     PipelineAlias(
         "propagation-pipeline",
-        "import-shardings,propagate,export-shardings{close-shardings=true}",
-        "import, propagate (user + op priorities, aggressive) and export shardings, "
-        "like Shardy's propagation pipeline",
+        "import-shardings,propagate,"
+        "export-shardings{close-shardings=true constraints-to-reshards=true}",
+        "import, propagate (user + op priorities, aggressive) and export shardings "
+        "in the form Shardy's propagation pipeline leaves them (constraints become "
+        "sdy.reshard)",
     ),
     PipelineAlias(
         "spmd-pipeline",

@@ -10,14 +10,17 @@ is done in `passes/propagation/export.py` (compiled; this pass class cannot be).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
 from meshjit.compiler.diagnostics import Diagnostics
 from meshjit.compiler.graph import read_graph, write_attrs
-from meshjit.compiler.ir import ir
+from meshjit.compiler.ir import ir, print_module, replace_module
 from meshjit.compiler.pass_base import ModulePass
 from meshjit.passes.propagation.export import Exporter
+
+_CONSTRAINT = re.compile(r"^(\s*%[^=]*= )sdy\.sharding_constraint ", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,19 @@ class ExportShardingsPass(ModulePass):
 
     name: ClassVar[str] = "export-shardings"
     close_shardings: bool = False  # close every dim and drop replicated axes
+    # Shardy's export form: every sdy.sharding_constraint becomes the
+    # sdy.reshard it stands for (what `propagation-pipeline` writes)
+    constraints_to_reshards: bool = False
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         graph = read_graph(module, diags.source_name)
         write_attrs(module, Exporter(self.close_shardings).plan(graph, diags))
+        if self.constraints_to_reshards and any(
+            n.op == "sdy.sharding_constraint" for n in graph.walk()
+        ):
+            # The two ops print alike (`%r = OP %x <@mesh, [...]> : type`), so
+            # the rename is one word per line of the printed module.
+            text = _CONSTRAINT.sub(
+                r"\1sdy.reshard ", print_module(module, debug_info=True)
+            )
+            replace_module(module, text, diags.source_name)

@@ -73,7 +73,7 @@ def _read_layouts(graph: Graph, mesh_name: str) -> dict[int, Layout]:
                 if isinstance(s, Opaque):
                     put(block.args[i], parse_sharding(s.text), node.loc)
             continue
-        if node.op == "sdy.sharding_constraint":
+        if node.op in ("sdy.sharding_constraint", "sdy.reshard"):
             s = node.attrs.get("sharding")
             if isinstance(s, Opaque):
                 put(node.results[0], parse_sharding(s.text), node.loc)

@@ -125,3 +125,17 @@ func.func public @partial_sum_to_sharded_result_is_reduce_scatter(%a: tensor<8x3
   %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"y"}, {}]>]>} : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
   return %0 : tensor<8x16xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["x"=2, "y"=4]>
+// An sdy.reshard (what Shardy's export and propagation-pipeline write for a
+// constraint) lays its result out as it says: here by an all-to-all.
+// CHECK-LABEL: func.func public @reshard_op_lays_out_its_result
+// CHECK: sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"y"}, {}]>] out_shardings=[<@mesh, [{}, {"y"}]>]
+// CHECK: "stablehlo.all_to_all"
+// CHECK: stablehlo.tanh %{{.*}} : tensor<8x4xf32>
+func.func @reshard_op_lays_out_its_result(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}) -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}]>}) {
+  %0 = sdy.reshard %arg0 <@mesh, [{}, {"y"}]> : tensor<8x16xf32>
+  %1 = stablehlo.tanh %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"y"}]>]>} : tensor<8x16xf32>
+  return %1 : tensor<8x16xf32>
+}

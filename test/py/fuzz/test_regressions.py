@@ -184,7 +184,9 @@ def test_concatenate_of_concatenates_moves_no_more_bytes_than_shardy() -> None:
     gives them; its explicit-reshard step then computes the first one
     replicated). The partitioner computed the first replicated too, sliced it,
     and all-gathered it again for the second (144 B/device against 48 B); it
-    now reuses the copy it computed before slicing."""
+    now reuses the copy it computed before slicing. Shardy's own output keeps
+    its explicit reshard (an sdy.reshard, which the partitioner honours) and so
+    still moves 144 B."""
 
     def f(a: jax.Array, b: jax.Array) -> jax.Array:
         ab = jnp.concatenate([a, b])
@@ -194,7 +196,8 @@ def test_concatenate_of_concatenates_moves_no_more_bytes_than_shardy() -> None:
     jf = meshjit.jit(f, in_shardings=(NamedSharding(MESH42, P()), sharded))
     zeros = np.zeros(16, np.int32)
     text = jf.lower(zeros, zeros).as_text("sharded")
-    assert _partition_bytes(_meshjit(text)) == _partition_bytes(_shardy(text)) == 48
+    assert _partition_bytes(_meshjit(text)) == 48
+    assert _partition_bytes(_shardy(text)) == 144
     a, b = np.arange(16, dtype=np.int32), np.arange(16, 32, dtype=np.int32)
     np.testing.assert_array_equal(np.asarray(jf(a, b)), np.concatenate([a, b, a, b]))
 
