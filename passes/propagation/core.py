@@ -469,6 +469,24 @@ def _truncate(
             return
 
 
+def _without_new_sub_axes(old: Sh | None, new: Sh, sizes: Mapping[str, int]) -> Sh:
+    """Conservative propagation splits no axis: each dim of `new` stops at
+    the first sub-axis its value did not already have."""
+    dims = list(new.dims)
+    changed = False
+    for d, axes in enumerate(new.dims):
+        had = old.dims[d] if old is not None and d < len(old.dims) else ()
+        for i, a in enumerate(axes):
+            whole = a[1] == 1 and a[2] == sizes.get(a[0], a[2])
+            if not whole and a not in had:
+                dims[d] = axes[:i]
+                changed = True
+                break
+    if not changed:
+        return new
+    return Sh(new.mesh, tuple(dims), new.closed, new.replicated, new.unreduced)
+
+
 def _is_sub(new: Ax, old: Ax) -> bool:
     # A sub-axis appears when `fix` shortened an axis; the axes of the input
     # are compared by identity, so a shortened one is a new sub-axis.
@@ -1154,6 +1172,8 @@ class Propagator:
         factors: Sequence[tuple[int, ...]],
     ) -> bool:
         old = self.state[v]
+        if self.o.conservative:
+            new = _without_new_sub_axes(old, new, self.p.meshes.get(new.mesh, {}))
         if new == old or (old is None and not new.has_axes()):
             return False
         self.state[v] = new
