@@ -81,12 +81,11 @@ def _read_layouts(graph: Graph, mesh_name: str) -> dict[int, Layout]:
         if node.op in ("sdy.data_flow_edge", "sdy.func_data_flow_edge"):
             # The edge holds its input's sharding (a while/case result, a
             # call result or an argument): both are laid out as it says.
-            s = node.attrs.get("sharding") or node.attrs.get("sdy.sharding")
+            on_func = node.op == "sdy.func_data_flow_edge"  # per value
+            s = node.attrs.get("sdy.sharding" if on_func else "sharding")
             if isinstance(s, Opaque):
                 edge = (
-                    parse_sharding(s.text)
-                    if node.op == "sdy.data_flow_edge"
-                    else _parse_per_value(s.text)[0]
+                    _parse_per_value(s.text)[0] if on_func else parse_sharding(s.text)
                 )
                 put(node.operands[0], edge, node.loc)
                 put(node.results[0], edge, node.loc)
