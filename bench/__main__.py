@@ -18,11 +18,12 @@ import math
 import platform
 import statistics
 import sys
+import tempfile
 import traceback
 
 import jax
 
-from bench import dispatch, first_call, multiprocess, scaling
+from bench import dispatch, first_call, multiprocess, report_pages, scaling
 from bench.measure import Row, measure
 from bench.models import MODELS
 from bench.workloads import ALL, ONE_DEVICE_ENV, one_device
@@ -147,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the 1 x 8 vs 2 x 4 processes runs",
     )
     parser.add_argument(
+        "--no-report",
+        action="store_true",
+        help="skip opening HTML reports in headless Chromium",
+    )
+    parser.add_argument(
         "--one-device",
         action="store_true",
         help="every mesh on one device (axes of size 1), of the default platform: "
@@ -214,6 +220,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.quick
             else multiprocess.WORKLOADS,
         )
+    if not args.no_report and not args.quick:
+        lines += [
+            "",
+            "HTML report (`Compiled.report`, `meshjit-opt --report`) opened in "
+            "headless Chromium:",
+        ]
+        with tempfile.TemporaryDirectory(prefix="meshjit-reports-") as pages:
+            lines += report_pages.lines(pages)
     if not args.no_scaling:
         sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
         points = scaling.size_scaling(sizes)

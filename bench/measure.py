@@ -251,7 +251,7 @@ def measure(
     row.prop_ms, row.prop_part_ms, row.shardy_ms = time_passes(text, pass_repeat)
 
     # Collectives.
-    report = compiled.report
+    report = compiled.partition_report
     row.collectives = report.counts()
     row.bytes = report.total_bytes
     row.remarks = [r.message for r in report.remarks]

@@ -8,6 +8,7 @@ meshjit-opt --list-passes
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -29,7 +30,7 @@ from meshjit.compiler.pipeline import (
     run_pipeline,
 )
 from meshjit.compiler.registry import UPSTREAM_PASSES, pass_classes, pipeline_aliases
-from meshjit.errors import InternalError, PipelineError
+from meshjit.errors import InternalError, PipelineError, ReportError
 
 _SPLIT_MARKER = re.compile(r"^// -----.*$", re.MULTILINE)
 _OUTPUT_SEPARATOR = "// -----\n"
@@ -100,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--collectives",
         action="store_true",
         help="print to stderr the collectives the partitioner inserted, with bytes",
+    )
+    p.add_argument(
+        "--report",
+        metavar="FILE.html",
+        default=None,
+        help="write the partitioned program as one self-contained HTML page (mesh, "
+        "argument and result layouts, the program graph with its collectives, a "
+        "table of them, per-device memory); the pipeline must end in partition, "
+        "e.g. -p spmd-pipeline",
     )
     p.add_argument(
         "--mlir-print-debuginfo",
@@ -186,8 +196,11 @@ def process_one(
     source_name: str,
     stages: list[Stage],
     inst: Instrumentation,
+    report: str | None = None,
 ) -> tuple[str | None, list[Diagnostic], list[tuple[str, str]]]:
-    """Parses, runs and prints one module: (output or None, diagnostics, reports)."""
+    """Parses, runs and prints one module: (output or None, diagnostics, reports).
+    With `report`, also writes the HTML report there (a ValueError says why
+    it cannot: ReportError)."""
     ctx = make_context()
     try:
         # Leading newlines keep line numbers those of the whole input file.
@@ -195,6 +208,13 @@ def process_one(
         diags = run_pipeline(stages, module, source_name, inst)
     except DiagnosticError as err:
         return None, err.diagnostics, []
+    if report is not None:
+        from meshjit import htmlreport  # only --report needs the page
+
+        htmlreport.write_html(
+            htmlreport.inputs_from(module, diags, os.path.basename(source_name)),
+            report,
+        )
     return print_module(module, debug_info=inst.debug_info), diags.items, diags.reports
 
 
@@ -240,15 +260,33 @@ def _run(args: argparse.Namespace) -> int:
             for name, on in (
                 ("explain", args.explain),
                 ("collectives", args.collectives),
+                ("html", args.report is not None),
             )
             if on
         ),
     )
+    if args.report is not None and args.split_input_file:
+        sys.stderr.write(
+            "meshjit-opt: error: --report writes one module's page; it cannot be "
+            "combined with --split-input-file\n"
+        )
+        return 1
     parts = split_input(text) if args.split_input_file else [(text, 0)]
     outputs: list[str] = []
     failed = False
     for part, first_line in parts:
-        out, diags, reports = process_one(part, first_line, source_name, stages, inst)
+        try:
+            out, diags, reports = process_one(
+                part, first_line, source_name, stages, inst, args.report
+            )
+        except ReportError as err:
+            sys.stderr.write(f"meshjit-opt: error: --report: {err}\n")
+            return 1
+        except OSError as err:
+            sys.stderr.write(
+                f"meshjit-opt: error: cannot write '{args.report}': {err.strerror}\n"
+            )
+            return 1
         sys.stderr.write(diagnostics_text(diags))
         for _, text in reports:
             sys.stderr.write(text if text.endswith("\n") else text + "\n")

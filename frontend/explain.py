@@ -9,6 +9,7 @@ that carried each dim's axes) and the partitioner's per-collective report.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,7 +87,7 @@ def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:
     )
     text = rename(explain_text(result.built, result.state, result.provenance))
     compiled = lowered.compile()
-    report = compiled.report
+    report = compiled.partition_report
     return Explanation(
         records,
         tuple(report.collectives),
@@ -98,3 +99,18 @@ def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:
         compiled,
         tuple(report.decisions),
     )
+
+
+def report(
+    f: Callable[..., Any],
+    *args: Any,
+    path: str | os.PathLike[str] = "report.html",
+    bound_bytes: int | None = None,
+    **kwargs: Any,
+) -> str:
+    """Compile `f` (a meshjit.jit function, or a plain one) for the arguments
+    and write the compiled program as one self-contained HTML page at `path`
+    (see `Compiled.report`); returns the page's absolute path."""
+    jitted = f if isinstance(f, JitFunction) else jit(f)
+    compiled = jitted.lower(*args, **kwargs).compile()
+    return compiled.report(path, bound_bytes=bound_bytes)

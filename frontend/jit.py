@@ -70,11 +70,19 @@ class _NotGiven:
 
 _NOT_GIVEN = _NotGiven()
 
-# Frames from these folders are meshjit's own; errors drop them (the user's stay).
+# Frames from these folders are meshjit's own: errors drop them (the user's stay),
+# the HTML report shows no source line there.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_INTERNAL = tuple(
+INTERNAL_DIRS = tuple(
     os.path.join(_ROOT, folder) + os.sep
-    for folder in ("meshjit", "frontend", "compiler", "passes", "dialects")
+    for folder in (
+        "meshjit",
+        "frontend",
+        "compiler",
+        "passes",
+        "dialects",
+        "htmlreport",
+    )
 )
 
 
@@ -83,7 +91,7 @@ def _filtered(err: BaseException) -> BaseException:
     keep = []
     tb = err.__traceback__
     while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(_INTERNAL):
+        if not tb.tb_frame.f_code.co_filename.startswith(INTERNAL_DIRS):
             keep.append(tb)
         tb = tb.tb_next
     new: types.TracebackType | None = None

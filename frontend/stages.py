@@ -540,9 +540,47 @@ class Compiled(_Stage):
         return self._lowered
 
     @property
-    def report(self) -> PartitionReport:
+    def partition_report(self) -> PartitionReport:
         """Collectives the partitioner inserted, and remarks, with their reasons."""
         return self._spmd.report
+
+    def report(
+        self,
+        path: str | os.PathLike[str] = "report.html",
+        *,
+        bound_bytes: int | None = None,
+    ) -> str:
+        """Writes the compiled program as one self-contained HTML page (mesh,
+        arguments and results drawn per device, the program graph with its
+        collectives, a sortable table of them, per-device memory, search with
+        each value's sharding origin) and returns its absolute path.
+
+        Runs meshjit's propagation and partitioner once more, keeping what the
+        page shows (the compiled executable is not rebuilt). `bound_bytes`:
+        the analytic minimum of collective bytes per device, where known."""
+        from meshjit import htmlreport  # the page is not needed to run programs
+
+        lowered = self._lowered
+        inputs = lowered.inputs
+        devices = inputs.placement.mesh.flat_devices
+        memory = self.memory_analysis()
+        xla_memory = {
+            name: int(getattr(memory, f"{name}_size_in_bytes"))
+            for name in ("argument", "output", "temp", "alias", "generated_code")
+            if memory is not None and hasattr(memory, f"{name}_size_in_bytes")
+        }
+        collected = htmlreport.collect(
+            lowered.as_text("sharded", debug_info=True),
+            JIT_PROPAGATION + "," + partition_pipeline(devices),
+            inputs.fun_name,
+            arg_names=[f"`{inputs.leaves[k].path}`" for k in inputs.traced.kept],
+            result_names=[f"`{o.path}`" for o in inputs.traced.outputs],
+            processes=htmlreport.processes_of(devices),
+            platform=str(getattr(devices[0], "platform", "")) if devices else "",
+            xla_memory=xla_memory,
+            bound_bytes=bound_bytes,
+        )
+        return htmlreport.write_html(collected, path)
 
     def collectives_text(self) -> str:
         return self._spmd.report.collectives_text()

@@ -22,7 +22,7 @@ from meshjit.errors import (
     ShardingError,
 )
 from meshjit.frontend.cache import explain_cache_misses
-from meshjit.frontend.explain import Explanation, explain
+from meshjit.frontend.explain import Explanation, explain, report
 from meshjit.frontend.jit import JitFunction, jit, pjit, with_sharding_constraint
 from meshjit.sharding import (
     GSPMDSharding,
@@ -63,6 +63,7 @@ __all__ = [
     "explain_cache_misses",
     "jit",
     "pjit",
+    "report",
     "set_cache_dir",
     "visualize_array_sharding",
     "visualize_sharding",

@@ -96,6 +96,11 @@ def _model() -> None:
     print(explanation.collectives_text, end="")
     print("\n== the per-device program (Lowered.as_text(stage='partitioned')) ==")
     print(model.lower(*args).as_text(stage="partitioned"), end="")
+    page = explanation.compiled.report(
+        os.environ.get("MESHJIT_DEMO_REPORT", "meshjit-demo-report.html")
+    )
+    print("\n== the compiled program as one HTML page (Compiled.report) ==")
+    print(f"report: {page}  (open it in a browser; nothing is fetched)")
 
 
 def _seed_examples() -> None:

@@ -39,6 +39,10 @@ class PipelineError(MeshjitError, ValueError):
     """A pass pipeline text that names an unknown pass or a bad option."""
 
 
+class ReportError(MeshjitError, ValueError):
+    """An HTML report cannot be made from this module or pipeline."""
+
+
 class ProcessMismatchError(MeshjitError, RuntimeError):
     """Processes of one jax.distributed job about to run different programs
     (or one of them gone): running on would hang in a collective."""

@@ -75,6 +75,7 @@ _PACKAGE_DIRS: dict[str, str] = {
     "meshjit.compiler": "compiler",
     "meshjit.dialects": "dialects",
     "meshjit.frontend": "frontend",
+    "meshjit.htmlreport": "htmlreport",
     "meshjit.passes": "passes",
 }
 
@@ -254,7 +255,7 @@ def active() -> bool:
 
 def _stage(root: Path, stage: Path) -> None:
     """Lays the `meshjit` package out as it is imported (pyproject.toml maps
-    four folders into it), with symlinks, so that mypyc names modules right."""
+    its folders into it), with symlinks, so that mypyc names modules right."""
     pkg = stage / "meshjit"
     pkg.mkdir()
     for f in (root / "meshjit").iterdir():

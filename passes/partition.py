@@ -71,6 +71,8 @@ class PartitionPass(ModulePass):
             )
             return
         text, report = built
+        if diags.wants("html"):  # meshjit.report draws the program it partitioned
+            diags.payloads["partition-graph"] = graph
         replace_module(module, text, diags.source_name)
         if self.combine:
             report.combined.extend(combine_collectives(module))

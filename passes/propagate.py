@@ -79,11 +79,14 @@ class PropagatePass(ModulePass):
             self.strategy, self.op_priority, self.user_priority, self.conservative
         )
         explain = diags.wants("explain")
+        html = diags.wants("html")  # meshjit.report: provenance for the page
         result = propagate_module(
-            module, diags, options, diags.source_name, record=explain
+            module, diags, options, diags.source_name, record=explain or html
         )
         if diags.has_errors:
             return
+        if html:
+            diags.payloads["propagation"] = result
         write_attrs(module, write_plan(result.built, result.state))
         if explain:
             diags.report(

@@ -61,7 +61,7 @@ fi
 python=${PYTHON:-$top/.venv/bin/python}
 bin=$(dirname "$python")
 export PATH="$bin:$PATH"
-lint_paths=(meshjit compiler dialects frontend passes test bench tools setup.py)
+lint_paths=(meshjit compiler dialects frontend htmlreport passes test bench tools setup.py)
 step "$python" -m ruff check "${lint_paths[@]}"
 step "$python" -m ruff format --check "${lint_paths[@]}"
 step tools/typecheck.sh

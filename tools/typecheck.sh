@@ -9,6 +9,6 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir "$stage/meshjit"
 for f in "$top"/meshjit/*; do ln -s "$f" "$stage/meshjit/"; done
-for d in compiler dialects frontend passes; do ln -s "$top/$d" "$stage/meshjit/$d"; done
+for d in compiler dialects frontend htmlreport passes; do ln -s "$top/$d" "$stage/meshjit/$d"; done
 cd "$stage"
 "$python" -m mypy --config-file "$top/pyproject.toml" --cache-dir "$top/.mypy_cache" -p meshjit

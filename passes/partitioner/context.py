@@ -173,6 +173,9 @@ class PartitionCtx:
         # value id -> (its layout now, the axes it still has to be summed over).
         self.deferred: dict[int, tuple[Layout, DimAxes]] = {}
         self._recomputable: dict[tuple[int, int], bool] = {}  # (value, depth)
+        # The op of the entry function's body being partitioned (node id; -1
+        # between ops): what the report's collectives and remarks point at.
+        self.site = -1
 
     # -- scopes ------------------------------------------------------------------
 
@@ -184,7 +187,7 @@ class PartitionCtx:
         self.scope = self.scope.parent or self.scope
 
     def remark(self, loc: SourceLoc, message: str) -> None:
-        self.report.remarks.append(Remark(loc, message))
+        self.report.remarks.append(Remark(loc, message, self.site))
 
     # -- values --------------------------------------------------------------------
 
@@ -326,7 +329,7 @@ class PartitionCtx:
         seconds = self.cost.collective_seconds(kind, nbytes, group)
         names = tuple(axis_text(a) for a in axes)
         self.report.collectives.append(
-            Collective(kind, names, nbytes, op_name, loc, reason, seconds)
+            Collective(kind, names, nbytes, op_name, loc, reason, seconds, self.site)
         )
 
     def reshard(
@@ -765,7 +768,12 @@ class PartitionCtx:
             node = self.graph.node(nid)
             if node.op in _TERMINATORS:
                 return list(node.operands)
-            self.handlers.get(node.op, self.default)(node, self)
+            if self.site < 0:  # an op of the entry function's body
+                self.site = nid
+                self.handlers.get(node.op, self.default)(node, self)
+                self.site = -1
+            else:
+                self.handlers.get(node.op, self.default)(node, self)
         return None
 
     def verbatim_region(self, block: Block) -> list[str]:

@@ -232,6 +232,7 @@ def _record_decision(
             best[0],
             _plan_text(ctx, rule, other) if other is not None else "",
             other_key[0] if other_key is not None else 0.0,
+            ctx.site,
         )
     )
 

@@ -235,6 +235,7 @@ def partition_module_text(
     for a, value in zip(args, local_args, strict=True):
         ctx.bind(a, value)
     returned = ctx.emit_block(body.nodes) or []
+    ctx.site = ret.id if ret is not None else -1
     outs = [
         ctx.value_reshard(vid, lay, main, f"function result {i}", op_name="func.return")
         for i, (vid, lay) in enumerate(zip(returned, out_layouts, strict=True))

@@ -29,12 +29,17 @@ class Collective:
     loc: SourceLoc
     reason: str  # "operand 0: [{"x"}, {}] -> [{}, {}]"
     seconds: float = 0.0  # the cost model's estimate
+    # The op of @main's body being partitioned when it was inserted (a node id
+    # of the partitioner's input graph; -1 when unknown): where the HTML report
+    # draws it.
+    site: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class Remark:
     loc: SourceLoc
     message: str
+    site: int = -1  # as Collective.site
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,7 @@ class Decision:
     seconds: float
     other: str  # "" when there was no other candidate
     other_seconds: float
+    site: int = -1  # as Collective.site
 
     def text(self) -> str:
         line = f"{self.loc}: remark: {self.op} split as {self.chosen} (estimated "

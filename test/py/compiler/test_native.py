@@ -15,7 +15,14 @@ from meshjit import native
 def _tree(tmp_path: Path) -> Path:
     """A fake source checkout with one file per package folder."""
     root = tmp_path / "src"
-    for folder in ("meshjit", "compiler", "dialects", "frontend", "passes"):
+    for folder in (
+        "meshjit",
+        "compiler",
+        "dialects",
+        "frontend",
+        "htmlreport",
+        "passes",
+    ):
         (root / folder).mkdir(parents=True)
         (root / folder / "__init__.py").write_text(f"# {folder}\n")
     return root

@@ -62,8 +62,8 @@ def test_a_hit_gives_the_same_program_report_and_answer(cache: Path) -> None:
     stats = persistent_cache.stats()
     assert (stats.hits, stats.misses) == (1, 1)
     assert second.as_text("partitioned") == first.as_text("partitioned")
-    assert second.report.counts() == first.report.counts()
-    assert second.report.collectives == first.report.collectives
+    assert second.partition_report.counts() == first.partition_report.counts()
+    assert second.partition_report.collectives == first.partition_report.collectives
     np.testing.assert_allclose(second(X, W), fn(X, W), rtol=1e-5, atol=1e-4)
     assert second.output_shardings == first.output_shardings
 

@@ -191,7 +191,7 @@ def test_aot_stages_text_and_compiled_properties() -> None:
     assert compiled.input_shardings[0][1].spec == jax.P(None, "y")
     assert compiled.cost_analysis()["flops"] > 0
     assert compiled.memory_analysis().argument_size_in_bytes > 0
-    assert [c.kind for c in compiled.report.collectives] == ["all-reduce"]
+    assert [c.kind for c in compiled.partition_report.collectives] == ["all-reduce"]
     out = compiled(X, W1, W2)
     np.testing.assert_allclose(out, mlp(X, W1, W2), rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="unknown stage"):

@@ -184,7 +184,7 @@ def test_uneven_constraint_is_padded_and_stays_split() -> None:
     x = jnp.arange(6, dtype=jnp.float32)
     assert float(f(x)) == 30.0
     compiled = f.lower(x).compile()
-    assert set(compiled.report.counts()) == {"all-reduce"}
+    assert set(compiled.partition_report.counts()) == {"all-reduce"}
 
 
 def test_constraint_bare_spec_without_mesh() -> None:

@@ -44,5 +44,7 @@ def test_batched_op_runs_on_local_batch(name: str) -> None:
     got = np.asarray(compiled(jax.device_put(x, sh)))
     want = np.asarray(jax.jit(fn)(x))
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
-    assert compiled.report.collectives == []
-    assert not [r for r in compiled.report.remarks if "replicated" in r.message]
+    assert compiled.partition_report.collectives == []
+    assert not [
+        r for r in compiled.partition_report.remarks if "replicated" in r.message
+    ]

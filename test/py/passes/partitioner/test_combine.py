@@ -91,7 +91,7 @@ def test_combined_reduce_scatters_all_reduces_and_gathers_match_unsharded() -> N
     want = f(*args)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
-    report = compiled.report
+    report = compiled.partition_report
     combined = {c.kind: c.count for c in report.combined}
     assert combined == {"reduce-scatter": 3, "all-gather": 3}, report.collectives_text()
     assert "issued after combining" in report.collectives_text()
@@ -123,4 +123,4 @@ def test_dependent_collectives_are_not_combined() -> None:
     np.testing.assert_allclose(
         np.asarray(got), np.asarray(f(x, ws)), rtol=1e-5, atol=1e-5
     )
-    assert compiled.report.combined == []
+    assert compiled.partition_report.combined == []

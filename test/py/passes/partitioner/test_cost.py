@@ -129,6 +129,6 @@ def test_plans_within_two_percent_are_a_tie_broken_by_bytes() -> None:
     )
     got = compiled(*[jax.device_put(a, s) for a, s in zip((x, ws), in_sh, strict=True)])
     np.testing.assert_allclose(np.asarray(got), stack(x, ws), rtol=1e-5, atol=1e-5)
-    report = compiled.report
+    report = compiled.partition_report
     assert report.counts() == {"all-gather": 4}, report.collectives_text()
     assert report.total_bytes == 4 * 12288

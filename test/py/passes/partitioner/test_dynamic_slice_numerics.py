@@ -37,7 +37,7 @@ def compile_and_run(fn, args, in_specs, out_spec, ref=None):  # type: ignore[no-
 
 
 def kinds(compiled: meshjit.Compiled) -> list[str]:
-    return [c.kind for c in compiled.report.collectives]
+    return [c.kind for c in compiled.partition_report.collectives]
 
 
 # Starts inside one block, across a block edge, past the end (clamped),
@@ -56,7 +56,7 @@ def test_dynamic_slice_of_split_operand(start: tuple[int, int], dtype: type) -> 
     i, j = (np.int32(s) for s in start)
     c = compile_and_run(f, (x, i, j), (P("x", "y"), P(), P()), P())
     # The operand is never gathered: one all-reduce assembles the slice.
-    assert kinds(c) == ["all-reduce"], c.report.collectives
+    assert kinds(c) == ["all-reduce"], c.partition_report.collectives
 
 
 def test_dynamic_slice_keeps_whole_dims_split() -> None:
@@ -67,7 +67,7 @@ def test_dynamic_slice_keeps_whole_dims_split() -> None:
         return jax.lax.dynamic_slice_in_dim(x, j, 12, axis=1) * 2.0
 
     c = compile_and_run(f, (x, np.int32(17)), (P("x", "y"), P()), P("x"))
-    assert kinds(c) == ["all-reduce"], c.report.collectives
+    assert kinds(c) == ["all-reduce"], c.partition_report.collectives
 
 
 def test_dynamic_slice_uneven_blocks() -> None:
@@ -86,7 +86,7 @@ def test_dynamic_slice_uneven_blocks() -> None:
 
     for i in (0, 20, 21, 28):
         c = compile_and_run(f, (x, np.int32(i)), (P(), P()), P(), ref)
-        assert kinds(c) == ["all-reduce"], c.report.collectives
+        assert kinds(c) == ["all-reduce"], c.partition_report.collectives
 
 
 @pytest.mark.parametrize("start", STARTS)
@@ -99,7 +99,7 @@ def test_dynamic_update_slice_of_split_operand(start: tuple[int, int]) -> None:
 
     i, j = (np.int32(s) for s in start)
     c = compile_and_run(f, (x, u, i, j), (P("x", "y"), P(), P(), P()), P("x", "y"))
-    assert kinds(c) == [], c.report.collectives
+    assert kinds(c) == [], c.partition_report.collectives
 
 
 def test_dynamic_update_slice_gathers_a_split_update() -> None:
@@ -115,7 +115,7 @@ def test_dynamic_update_slice_gathers_a_split_update() -> None:
         c = compile_and_run(
             f, (x, u, np.int32(i)), (P("x", "y"), P("x"), P()), P("x", "y")
         )
-        assert all(k == "all-gather" for k in kinds(c)), c.report.collectives
+        assert all(k == "all-gather" for k in kinds(c)), c.partition_report.collectives
 
 
 def test_scan_writing_rows_of_a_split_buffer() -> None:

@@ -49,7 +49,7 @@ def test_full_manual_result_keeps_its_layout() -> None:
         return y + 1
 
     compiled = check(f, rand(64, 16), MESH8, P("x"), P("x"))
-    assert compiled.report.collectives == []
+    assert compiled.partition_report.collectives == []
 
 
 def test_full_manual_psum_then_global_ops() -> None:
@@ -75,7 +75,9 @@ def test_partial_manual_body_is_partitioned_over_free_axes(in_spec: P) -> None:
         return y + 1
 
     compiled = check(f, rand(64, 16), MESH24, in_spec, P())
-    assert not [r for r in compiled.report.remarks if "replicated" in r.message]
+    assert not [
+        r for r in compiled.partition_report.remarks if "replicated" in r.message
+    ]
 
 
 def test_partial_manual_body_keeps_free_axis_split() -> None:
@@ -90,4 +92,4 @@ def test_partial_manual_body_keeps_free_axis_split() -> None:
         )(x)
 
     compiled = check(f, rand(64, 32), MESH24, P("x", "y"), P("x", "y"))
-    assert compiled.report.collectives == []
+    assert compiled.partition_report.collectives == []

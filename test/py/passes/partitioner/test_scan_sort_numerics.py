@@ -40,7 +40,7 @@ def run(fn: Callable[..., Any], x: np.ndarray, mesh: str, spec: P) -> meshjit.Co
 
 
 def kinds(compiled: meshjit.Compiled) -> set[str]:
-    return set(compiled.report.counts())
+    return set(compiled.partition_report.counts())
 
 
 SORTS = {
@@ -80,7 +80,7 @@ def test_scan_along_split_dim_gathers_only_block_totals(
     x = np.random.default_rng(1).standard_normal((256, 64)).astype(np.float32)
     compiled = run(SCANS[name], x, mesh, spec)
     row_bytes = 64 * 4  # one f32 (or i32) per column of a block total
-    for c in compiled.report.collectives:
+    for c in compiled.partition_report.collectives:
         assert c.kind == "all-gather"
         assert c.bytes_per_device <= 7 * row_bytes
 
@@ -106,7 +106,7 @@ def test_argmax_reduces_blocks_then_their_results(
     want = jax.tree.leaves(jax.jit(fn)(x))
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-    gathered = sum(c.bytes_per_device for c in compiled.report.collectives)
+    gathered = sum(c.bytes_per_device for c in compiled.partition_report.collectives)
     assert gathered <= 7 * 64 * 8 * 2  # the blocks' (value, index) pairs
 
 
@@ -126,8 +126,11 @@ def test_top_k_merges_block_candidates(mesh: str, spec: P) -> None:
     want = jax.tree.leaves(jax.jit(fn)(x))
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-    assert "all-gather" in compiled.report.counts()
-    assert max(c.bytes_per_device for c in compiled.report.collectives) < 16 * 5 * 8 * 4
+    assert "all-gather" in compiled.partition_report.counts()
+    assert (
+        max(c.bytes_per_device for c in compiled.partition_report.collectives)
+        < 16 * 5 * 8 * 4
+    )
 
 
 def test_top_k_of_the_whole_row_sorts_it() -> None:
@@ -160,4 +163,4 @@ def test_fft_along_split_dim_transposes_by_all_to_all() -> None:
     got = np.asarray(compiled(jax.device_put(x, sh)))
     want = np.asarray(jax.jit(fft)(jax.device_put(x, jax.devices()[0])))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
-    assert [c.kind for c in compiled.report.collectives] == ["all-to-all"] * 2
+    assert [c.kind for c in compiled.partition_report.collectives] == ["all-to-all"] * 2

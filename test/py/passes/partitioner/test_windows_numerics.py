@@ -64,7 +64,7 @@ def gathers_of_rank4(compiled: meshjit.Compiled) -> list[str]:
     """All-gathers the windows fell back to (their reasons)."""
     return [
         c.reason
-        for c in compiled.report.collectives
+        for c in compiled.partition_report.collectives
         if c.kind == "all-gather" and "whole dim" in c.reason
     ]
 
@@ -120,7 +120,9 @@ def test_conv_forward(
         pytest.skip("jit's out_shardings must divide the result")
     args = [rand(2, h, 16, 4), rand(k, k, 4, 8, seed=1)]
     compiled = run(conv(stride, padding, ld, rd), args, mesh, [spec, P()], spec)
-    assert "not partitioned" not in "".join(r.message for r in compiled.report.remarks)
+    assert "not partitioned" not in "".join(
+        r.message for r in compiled.partition_report.remarks
+    )
 
 
 @pytest.mark.parametrize(("k", "stride"), [(3, 1), (3, 2), (7, 2), (1, 2)])
@@ -145,10 +147,13 @@ def test_halo_wider_than_a_block() -> None:
 def test_halo_exchange_moves_only_the_halo() -> None:
     args = [rand(4, 64, 64, 16), rand(3, 3, 16, 16, seed=1)]
     compiled = run(conv(1, "SAME"), args, "8", [P(None, "x"), P()], P(None, "x"))
-    kinds = [c.kind for c in compiled.report.collectives]
+    kinds = [c.kind for c in compiled.partition_report.collectives]
     assert kinds == ["collective-permute", "collective-permute"]
     row = 4 * 64 * 16 * 4  # one row of the local block, f32
-    assert [c.bytes_per_device for c in compiled.report.collectives] == [row, row]
+    assert [c.bytes_per_device for c in compiled.partition_report.collectives] == [
+        row,
+        row,
+    ]
 
 
 def test_grouped_convolution_splits_groups() -> None:
@@ -160,7 +165,7 @@ def test_grouped_convolution_splits_groups() -> None:
     args = [rand(2, 32, 32, 16), rand(3, 3, 1, 16, seed=1)]
     spec = P(None, None, None, "x")
     compiled = run(depthwise, args, "8", [spec, P(None, None, None, "x")], spec)
-    assert compiled.report.collectives == []
+    assert compiled.partition_report.collectives == []
 
 
 def _pool(
@@ -211,7 +216,7 @@ def test_tiling_pool_gradient_needs_no_collective() -> None:
         return jax.grad(lambda x: (_pool(x, 2, 2, "VALID") ** 2).sum())(x)
 
     compiled = run(grad, [rand(4, 64, 16, 8)], "8", [P(None, "x")], P(None, "x"))
-    assert compiled.report.collectives == []
+    assert compiled.partition_report.collectives == []
 
 
 def test_pad_with_interior_and_negative_edges() -> None:
@@ -220,7 +225,7 @@ def test_pad_with_interior_and_negative_edges() -> None:
 
     args = [rand(4, 32, 8)]  # dim 1: 3 + 32 + 31 (interior) - 2 = 64
     compiled = run(f, args, "8", [P(None, "x")], P(None, "x"))
-    assert "all-gather" not in compiled.report.counts()
+    assert "all-gather" not in compiled.partition_report.counts()
 
 
 def test_strided_slice_along_split_dim() -> None:
