@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 
@@ -118,8 +119,10 @@ def open_headless(
     )
 
 
-def workload_report(name: str, layout: int, path: str) -> str:
-    """Compiles a bench workload with meshjit and writes its report."""
+def workload_report(name: str, layout: int, path: str) -> tuple[str, Any]:
+    """Compiles a bench workload with meshjit and writes its report (with
+    the layout's analytic bound where the bench knows one); returns the
+    page's path and the compiled function."""
     work = next(w for w in (*ALL, *MODELS) if w.name == name)
     lay = work.layouts[layout]
     mesh = mesh_of(lay.mesh)
@@ -130,7 +133,8 @@ def workload_report(name: str, layout: int, path: str) -> str:
     )
     args = work.make_args()
     compiled = fn.lower(*args).compile()
-    return compiled.report(path)
+    bound = lay.bound[1] if lay.bound is not None else None
+    return compiled.report(path, bound_bytes=bound), compiled
 
 
 def module_report(text: str, path: str, title: str) -> str:
@@ -143,7 +147,7 @@ def lines(out_dir: str) -> list[str]:
     if chromium() is None:
         return ["- skipped: no chromium in PATH (apt install chromium)"]
     pages: list[tuple[str, str]] = []
-    gpt = workload_report("gpt2_train", 0, os.path.join(out_dir, "gpt2_train.html"))
+    gpt, _ = workload_report("gpt2_train", 0, os.path.join(out_dir, "gpt2_train.html"))
     pages.append(("gpt2_train (dp2_tp4), a real-model train step", gpt))
     layers = 2000  # 5 ops each: 10k ops
     chain = module_report(

@@ -12,6 +12,7 @@ reading the partitioned text; everything is testable without a browser.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,10 +92,16 @@ def scope_of(loc: SourceLoc) -> list[str]:
     return parts[:-1]
 
 
+# meshjit's tracing machinery (not the package root, where the demo lives)
+_TRACER_DIRS = tuple(
+    d for d in INTERNAL_DIRS if os.path.basename(d.rstrip(os.sep)) != "meshjit"
+)
+
+
 def _user(loc: SourceLoc) -> bool:
-    """A position in the user's code (not unknown, not meshjit's own: JAX
-    gives constants it makes the position of meshjit's tracing call)."""
-    return loc.known and not loc.file.startswith(INTERNAL_DIRS)
+    """A position in the user's code (not unknown, not meshjit's tracer:
+    JAX gives constants it makes the position of meshjit's tracing call)."""
+    return loc.known and not loc.file.startswith(_TRACER_DIRS)
 
 
 def _line(loc: SourceLoc) -> str:
