@@ -221,7 +221,7 @@ class _Builder:
             if nested:
                 entry["nested"] = nested
             nodes.append(entry)
-        results = []
+        results: list[dict[str, Any]] = []
         if ret is not None:
             labels = [
                 res_names[i] if i < len(res_names) else f"result {i}"
@@ -230,10 +230,15 @@ class _Builder:
             nodes.append(
                 {"id": "r", "kind": "result", "label": "results: " + ", ".join(labels)}
             )
-            results = [
-                self._full_row(v, labels[i], self.index.get(v, -1))
-                for i, v in enumerate(ret.operands)
-            ]
+            # a result is laid out as @main's result attribute says (the
+            # partitioner reshards the returned value to it)
+            declared = _dicts(main.attrs.get("res_attrs"))
+            for i, v in enumerate(ret.operands):
+                attr = declared[i].get("sdy.sharding") if i < len(declared) else None
+                layout = parse_sharding(attr.text) if isinstance(attr, Opaque) else None
+                results.append(
+                    self._full_row(v, labels[i], self.index.get(v, -1), layout)
+                )
         edges: list[dict[str, Any]] = []
         edge_of: dict[tuple[int, int], int] = {}  # (node id, operand #) -> edge
         for node in ops:
@@ -289,10 +294,13 @@ class _Builder:
         )
         return self.index[vid]
 
-    def _full_row(self, vid: int, name: str, row: int) -> dict[str, Any]:
-        """An argument or result: shape, bytes, and its blocks on the mesh."""
+    def _full_row(
+        self, vid: int, name: str, row: int, layout: TensorSharding | None = None
+    ) -> dict[str, Any]:
+        """An argument or result (laid out as `layout`, or as its value):
+        shape, bytes, and its blocks on the mesh."""
         v = self.graph.value(vid)
-        s = self.value_sharding.get(vid)
+        s = layout or self.value_sharding.get(vid)
         shape = list(v.shape or ())
         ranked = v.shape is not None
         return {
@@ -300,10 +308,10 @@ class _Builder:
             "name": name,
             "shape": shape,
             "dtype": v.dtype,
-            "sharding": self._sharding_text(vid),
+            "sharding": self._text(s, v.shape is not None),
             "bytes": math.prod(shape) * _itemsize(v.dtype) if ranked else 0,
             "local_bytes": local_bytes(s, self.mesh, shape, v.dtype) if ranked else 0,
-            "grid": self._grid(vid),
+            "grid": self._grid(s, shape),
         }
 
     def _read_shardings(self, main: Node) -> None:
@@ -328,10 +336,12 @@ class _Builder:
                     self.value_sharding[vid] = s
 
     def _sharding_text(self, vid: int) -> str:
-        s = self.value_sharding.get(vid)
         v = self.graph.value(vid)
+        return self._text(self.value_sharding.get(vid), v.shape is not None)
+
+    def _text(self, s: TensorSharding | None, ranked: bool) -> str:
         if s is None:
-            return "replicated" if v.shape is not None else ""
+            return "replicated" if ranked else ""
         if s.is_fully_replicated(self.mesh) and not s.unreduced:
             return "replicated"
         return sharding_body(s)
@@ -441,6 +451,10 @@ class _Builder:
         remarks: dict[int, list[str]] = {}
         for r in report.remarks:
             remarks.setdefault(r.site, []).append(f"{r.loc}: remark: {r.message}")
+        out: dict[int, list[int]] = {}  # node id -> its outgoing edges
+        for e, edge_row in enumerate(edges):
+            if edge_row["src"].startswith("n"):
+                out.setdefault(int(edge_row["src"][1:]), []).append(e)
         rows = []
         for i, c in enumerate(report.collectives):
             site = c.site
@@ -451,6 +465,9 @@ class _Builder:
             m = _RESULT.match(c.reason)
             if m and ret is not None and (ret.id, int(m.group(1))) in edge_of:
                 edge = edge_of[(ret.id, int(m.group(1)))]
+            # on an op's result: on its one outgoing edge (else a badge)
+            if c.reason.startswith("result") and len(out.get(site, [])) == 1:
+                edge = out[site][0]
             if edge >= 0:
                 edges[edge].setdefault("c", []).append(i)
             explanation = decisions.get(site, []) + remarks.get(site, [])
@@ -500,10 +517,8 @@ class _Builder:
             "processes": [procs.get(d, 0) for d in ids],
         }
 
-    def _grid(self, vid: int) -> dict[str, Any]:
-        v = self.graph.value(vid)
-        shape = v.shape or ()
-        blocks = device_blocks(self.value_sharding.get(vid), self.mesh, shape)
+    def _grid(self, s: TensorSharding | None, shape: Sequence[int]) -> dict[str, Any]:
+        blocks = device_blocks(s, self.mesh, shape)
         key: dict[tuple[int | None, ...], int] = {}
         cells = []
         for b in blocks:

@@ -127,7 +127,12 @@
   const size = new Map(D.groups.map((g) => [g.id, 0]));
   const commAt = new Map(D.groups.map((g) => [g.id, 0]));
   const nodeComm = new Map();
-  for (const c of D.collectives) if (c.node) nodeComm.set(c.node, (nodeComm.get(c.node) || 0) + 1);
+  const badges = new Map(); // collectives of an op drawn on none of its edges
+  for (const c of D.collectives) {
+    if (!c.node) continue;
+    nodeComm.set(c.node, (nodeComm.get(c.node) || 0) + 1);
+    if (c.edge < 0) badges.set(c.node, (badges.get(c.node) || 0) + 1);
+  }
   for (const n of D.nodes) {
     for (const gid of groupPath.get(n.group) || []) {
       size.set(gid, size.get(gid) + 1);
@@ -285,7 +290,7 @@
       title.textContent = kind === "group" ? "click to expand" :
         (nodes.get(id).loc || "") + "\n" + (nodes.get(id).res || []).map((r) => valueText(D.values[r])).join("\n");
       grp.append(rect, text, title);
-      const k = kind === "group" ? 0 : nodeComm.get(id) || 0;
+      const k = kind === "group" ? 0 : badges.get(id) || 0;
       if (k) {
         const b = svgEl("g", { class: "badge", transform: `translate(${box.width},0)` });
         const c = svgEl("circle", { r: 8 });

@@ -169,6 +169,25 @@ def test_meshjit_report_function_on_a_plain_function(
     assert d["totals"]["bound"] == 0
 
 
+def test_results_are_shown_as_laid_out(mesh: meshjit.Mesh, tmp_path: Path) -> None:
+    """A result is drawn in its out_sharding's layout, not its value's, and
+    the gather between the two sits on the edge from the multiply (computed
+    on blocks, its result gathered) to the results box."""
+    x = jax.device_put(jnp.ones((8, 4)), NamedSharding(mesh, P("x")).to_jax())
+    f = meshjit.jit(lambda a: a * 2, out_shardings=NamedSharding(mesh, P()))
+    d = page_data(meshjit.report(f, x, path=tmp_path / "r.html"))
+    (out,) = d["results"]
+    assert out["sharding"] == "replicated"
+    assert out["local_bytes"] == out["bytes"] == 8 * 4 * 4
+    assert d["values"][out["row"]]["s"] == d["shardings"].index('[{"x"}, {}]')
+    (gather,) = d["collectives"]
+    assert gather["kind"] == "all-gather"
+    node = next(n for n in d["nodes"] if n["id"] == gather["node"])
+    assert node["op"] == "multiply"
+    edge = d["edges"][gather["edge"]]
+    assert (edge["src"], edge["dst"], edge["c"]) == (gather["node"], "r", [0])
+
+
 def opt(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "meshjit.compiler.opt", *args],

@@ -82,7 +82,7 @@ def run_both(
         expected = jax.tree.leaves(lowered.compile()(*placed))
     report = "".join(t for _, t in compiled.diagnostics.reports)
     LAST_REPORT.clear()
-    LAST_REPORT.append(compiled.partition_report)
+    LAST_REPORT.append(compiled.report)
     for got, want in zip(outs, jax.tree.leaves(out_sh), strict=True):
         assert got.sharding.is_equivalent_to(want, got.ndim)
     return [np.asarray(o) for o in outs], [np.asarray(e) for e in expected], report
