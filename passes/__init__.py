@@ -10,6 +10,7 @@ from __future__ import annotations
 from meshjit.compiler.pass_base import ModulePass
 from meshjit.compiler.registry import PipelineAlias
 from meshjit.passes.annotate_sharding_rules import AnnotateShardingRulesPass
+from meshjit.passes.auto_shard import AutoShardPass
 from meshjit.passes.export_shardings import ExportShardingsPass
 from meshjit.passes.import_shardings import ImportShardingsPass
 from meshjit.passes.partition import PartitionPass
@@ -17,6 +18,7 @@ from meshjit.passes.propagate import PropagatePass
 
 ALL_PASSES: tuple[type[ModulePass], ...] = (
     AnnotateShardingRulesPass,
+    AutoShardPass,
     ExportShardingsPass,
     ImportShardingsPass,
     PartitionPass,

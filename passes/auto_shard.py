@@ -1,0 +1,127 @@
+"""Choose every sharding the program leaves open with an integer program over
+the partitioner's cost model (what `jax.sharding.AUTO` asked XLA for).
+
+Calls are inlined first. Each op of @main gets one strategy per way to put
+the mesh axes on its rule's factors; an argument or result without a
+sharding gets one per layout; the integer program (`autoshard/ilp.py`,
+HiGHS) picks the strategies that minimise the estimated time (compute plus
+collectives, reshards between ops included) with the per-device peak of
+live values under `memory-budget`. The choice is written as closed
+shardings on @main's open arguments and results and on its ops; the usual
+propagation and partitioner then run on it. `--explain` prints each
+decision, its estimated cost and the next-best layout.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+from meshjit.compiler.diagnostics import Diagnostics
+from meshjit.compiler.graph import read_graph, write_attrs
+from meshjit.compiler.ir import ir
+from meshjit.compiler.pass_base import ModulePass
+from meshjit.compiler.pipeline import run_upstream
+from meshjit.passes.autoshard.build import AutoShardError, build
+from meshjit.passes.autoshard.ilp import min_peak, solve
+from meshjit.passes.autoshard.result import AutoShardResult, fmt_bytes
+from meshjit.passes.partitioner.cost import load_cost
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+}
+
+
+def parse_bytes(text: str) -> float | None:
+    """`"512MiB"`, `"2GB"`, `"1e9"` -> bytes; `""` -> None (no limit)."""
+    text = text.strip()
+    if not text:
+        return None
+    m = re.fullmatch(r"([0-9.eE+]+)\s*([a-zA-Z]*)", text)
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _UNITS:
+        raise ValueError(
+            f"memory-budget {text!r} is not a size; write bytes, optionally with "
+            "a unit: 512MiB, 2GB, 1e9"
+        )
+    try:
+        value = float(m.group(1)) * _UNITS[unit]
+    except ValueError:
+        raise ValueError(f"memory-budget {text!r} is not a number") from None
+    if value <= 0:
+        raise ValueError(f"memory-budget must be positive, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class AutoShardPass(ModulePass):
+    """Choose open shardings with an integer program over the cost model."""
+
+    name: ClassVar[str] = "auto-shard"
+    cost: str = "cpu"  # the cost model: "cpu", "gpu" or a calibration file
+    memory_budget: str = ""  # per device, e.g. 512MiB; empty: no limit
+    time_limit: float = 30.0  # seconds for the solver; then the best found
+    share_layers: bool = True  # identical layers (same source, shapes) share a choice
+
+    def run(self, module: ir.Module, diags: Diagnostics) -> None:
+        from meshjit.compiler.diagnostics import SourceLoc
+
+        where = SourceLoc(diags.source_name, 1, 1)
+        try:
+            model = load_cost(self.cost)
+            budget = parse_bytes(self.memory_budget)
+        except ValueError as err:
+            diags.error(where, f"auto-shard: {err}")
+            return
+        if self.time_limit <= 0:
+            diags.error(where, "auto-shard: time-limit must be positive (seconds)")
+            return
+        start = time.perf_counter()
+        run_upstream(module, "inline", diags.source_name, "auto-shard's inlining")
+        graph = read_graph(module, diags.source_name)
+        try:
+            built = build(graph, model, self.share_layers)
+        except AutoShardError as err:
+            diags.error(where, str(err))
+            return
+        build_seconds = time.perf_counter() - start
+        solution = solve(built.problem, self.time_limit, budget)
+        if solution.status == "infeasible":
+            least = min_peak(built.problem, self.time_limit)
+            diags.error(
+                built.main.loc,
+                "auto-shard: no layout fits the memory budget of "
+                f"{fmt_bytes(budget or 0)} per device; the smallest peak of live "
+                "values the solver found is "
+                f"{fmt_bytes(least)} per device; raise memory-budget to at least that "
+                "(or use a larger mesh)",
+            )
+            return
+        if not solution.choice:
+            diags.error(
+                built.main.loc,
+                f"auto-shard: the solver found no layout within the time limit of "
+                f"{self.time_limit:g} s; raise time-limit",
+            )
+            return
+        result = AutoShardResult(built, solution, budget, build_seconds)
+        write_attrs(module, result.plan())
+        diags.payloads["auto-shard"] = result
+        if solution.status == "time-limit":
+            diags.warning(
+                built.main.loc,
+                f"auto-shard: stopped at the time limit of {self.time_limit:g} s; "
+                f"the layout is the best found (within {solution.gap:.1%} of the "
+                "solver's bound)",
+            )
+        if diags.wants("explain"):
+            diags.report("explain", result.text())

@@ -1,0 +1,637 @@
+"""From a module's graph to the auto-sharding `Problem`, and the solution
+back to layouts.
+
+Every op of @main (calls inlined) is a member: its strategies come from its
+rule (`strategies.py`), its costs from the partitioner's cost model. Members
+share a decision group where Alpa's graph reductions apply:
+- an elementwise op follows the op that makes its first operand (its
+  strategy is the one that takes that operand as it is laid out);
+- with `share_layers`, ops traced from the same source location with the
+  same shapes and names (the layers of a Python loop) share one decision.
+@main's arguments without a sharding are members with one strategy per
+layout; arguments with one, `sdy.sharding_constraint`s and shard_map
+boundaries are fixed. A `while` or `optimization_barrier` is one member per
+carried value (its layout, kept through the loop); a `case` one per result.
+What the search does not see: ops inside regions (propagation lays them
+out from their boundary), halo exchanges of windowed dims, constants and
+iotas (free: the partitioner makes them where they are used).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from meshjit.compiler.diagnostics import SourceLoc
+from meshjit.compiler.graph import Graph, Node, Opaque
+from meshjit.compiler.op_info import combiner, op_info
+from meshjit.dialects.reshard import Layout
+from meshjit.dialects.rules import ShardingRule
+from meshjit.dialects.sdy_text import (
+    parse_mesh,
+    parse_sharding,
+    parse_sharding_per_value,
+)
+from meshjit.dialects.sharding import DimSharding, MeshModel, TensorSharding
+from meshjit.dialects.stablehlo_rules import REDUCIBLE_COMBINERS, RULES
+from meshjit.errors import ShardingError
+from meshjit.passes.autoshard.problem import Edge, MemoryPoint, Problem
+from meshjit.passes.autoshard.strategies import (
+    REDUCING_OPS,
+    Strategy,
+    TensorInfo,
+    local_bytes,
+    op_strategies,
+    splittable_factors,
+    tensor_layouts,
+)
+from meshjit.passes.partitioner.builder import itemsize
+from meshjit.passes.partitioner.context import op_work
+from meshjit.passes.partitioner.cost import CostModel, reshard_seconds
+from meshjit.passes.partitioner.layouts import is_elementwise, layout_of
+from meshjit.passes.partitioner.table import ALWAYS_REPLICATED
+
+FREE_OPS = frozenset({"sdy.constant", "stablehlo.constant", "stablehlo.iota"})
+CARRIED_OPS = frozenset({"stablehlo.optimization_barrier", "stablehlo.while"})
+CONSTRAINTS = frozenset({"sdy.reshard", "sdy.sharding_constraint"})
+SHARDING = "sdy.sharding"
+
+
+class AutoShardError(ShardingError):
+    """The module cannot be auto-sharded as it is (a clear message says why)."""
+
+
+@dataclass(slots=True)
+class Member:
+    """An op, an argument or a carried value whose strategy a group decides.
+    `operands`/`results` are the value ids its strategies' layouts are for."""
+
+    what: str  # "dot_general at m.py:3:4", "argument 0 of @main"
+    loc: SourceLoc
+    node: int  # node id; -1 for an argument
+    operands: tuple[int, ...]
+    results: tuple[int, ...]
+    strategies: list[Strategy]
+    auto: bool  # the search chose it (False: fixed by the user or the program)
+    group: int = -1
+    pick: list[int] = field(default_factory=list)  # group strategy -> own
+
+
+@dataclass
+class Built:
+    graph: Graph
+    problem: Problem
+    members: list[Member]
+    group_sizes: list[int]
+    producer: dict[int, tuple[int, int]]  # value id -> (member, result index)
+    main: Node
+    mesh_name: str
+    mesh: MeshModel
+    args: tuple[int, ...]  # @main's argument value ids
+    auto_args: tuple[bool, ...]
+    returned: tuple[int, ...]  # the values @main returns
+    auto_results: tuple[bool, ...]
+    followers: int = 0  # members that follow another's decision
+    tied: int = 0  # members tied to an identical layer's decision
+
+    def layout(self, vid: int, choice: Sequence[int]) -> Layout | None:
+        """The layout value `vid` is left in under `choice`; None for a value
+        no member decides (constants)."""
+        found = self.producer.get(vid)
+        if found is None:
+            return None
+        m, r = found
+        member = self.members[m]
+        return member.strategies[member.pick[choice[member.group]]].results[r]
+
+    def strategy(self, member: Member, choice: Sequence[int]) -> Strategy:
+        return member.strategies[member.pick[choice[member.group]]]
+
+
+def find_main(graph: Graph) -> Node:
+    funcs = list(graph.funcs())
+    for f in funcs:
+        if f.attr("sym_name") == "main":
+            return f
+    public = [f for f in funcs if f.attr("sym_visibility") != "private"]
+    if len(public) == 1:
+        return public[0]
+    raise AutoShardError(
+        "auto-shard needs a function @main (or exactly one public function) to "
+        f"shard; the module has {len(funcs)} functions and none is @main"
+    )
+
+
+def find_mesh(graph: Graph) -> tuple[str, MeshModel]:
+    meshes: dict[str, MeshModel] = {}
+    for node in graph.walk():
+        text, sym = node.attrs.get("mesh"), node.attrs.get("sym_name")
+        if node.op == "sdy.mesh" and isinstance(text, Opaque) and isinstance(sym, str):
+            meshes[sym] = parse_mesh(text.text)
+    real = {k: m for k, m in meshes.items() if m.axes}
+    if len(real) != 1:
+        names = ", ".join("@" + k for k in sorted(real)) or "none"
+        raise AutoShardError(
+            "auto-shard needs exactly one sdy.mesh with axes to shard over; the "
+            f'module has {names} (add e.g. sdy.mesh @mesh = <["x"=8]>)'
+        )
+    return next(iter(real.items()))
+
+
+def _opaque(v: object) -> str | None:
+    return v.text if isinstance(v, Opaque) else None
+
+
+def _entry_sharding(attrs: object, index: int) -> str | None:
+    if not isinstance(attrs, tuple) or index >= len(attrs):
+        return None
+    entry = attrs[index]
+    return _opaque(entry.get(SHARDING)) if isinstance(entry, Mapping) else None
+
+
+class _Builder:
+    def __init__(
+        self, graph: Graph, mesh_name: str, mesh: MeshModel, cost: CostModel
+    ) -> None:
+        self.g = graph
+        self.mesh_name = mesh_name
+        self.mesh = mesh
+        self.cost = cost
+        self.members: list[Member] = []
+        self.group_sizes: list[int] = []
+        self.producer: dict[int, tuple[int, int]] = {}
+        self.free: set[int] = set()
+        self.tie_keys: dict[tuple[object, ...], int] = {}
+        self.followers = 0
+        self.tied = 0
+        self.reshard_cache: dict[tuple[object, ...], float] = {}
+
+    # -- members ----------------------------------------------------------------
+
+    def tensor(self, vid: int) -> TensorInfo:
+        v = self.g.value(vid)
+        shape = (
+            v.shape if v.shape is not None and all(n >= 0 for n in v.shape) else None
+        )
+        return TensorInfo(shape, itemsize(v.dtype))
+
+    def layout_of_text(self, text: str, what: str, loc: SourceLoc) -> Layout:
+        ts = parse_sharding(text)
+        if ts.mesh_name != self.mesh_name and ts.dims and any(d.axes for d in ts.dims):
+            raise AutoShardError(
+                f"{loc}: {what} is sharded on @{ts.mesh_name}, but auto-shard "
+                f"shards over @{self.mesh_name}; use one mesh"
+            )
+        return layout_of(ts)
+
+    def add(self, member: Member, tie: tuple[object, ...] | None = None) -> int:
+        index = len(self.members)
+        self.members.append(member)
+        n = len(member.strategies)
+        if tie is not None and tie in self.tie_keys:
+            g = self.tie_keys[tie]
+            if self.group_sizes[g] == n:
+                member.group, member.pick = g, list(range(n))
+                self.tied += 1
+                self._register(index)
+                return index
+        member.group, member.pick = len(self.group_sizes), list(range(n))
+        self.group_sizes.append(n)
+        if tie is not None:
+            self.tie_keys[tie] = member.group
+        self._register(index)
+        return index
+
+    def _register(self, index: int) -> None:
+        for r, vid in enumerate(self.members[index].results):
+            self.producer[vid] = (index, r)
+
+    def fixed(
+        self,
+        what: str,
+        loc: SourceLoc,
+        node: int,
+        operands: Sequence[int],
+        results: Sequence[int],
+        operand_layouts: Sequence[Layout | None],
+        result_layouts: Sequence[Layout | None],
+        compute: float = 0.0,
+    ) -> None:
+        s = Strategy((), tuple(operand_layouts), tuple(result_layouts), compute, 0.0)
+        self.add(Member(what, loc, node, tuple(operands), tuple(results), [s], False))
+
+    def replicated(self, node: Node, what: str) -> None:
+        """An op the partitioner runs whole: operands gathered, results whole."""
+        flops, nbytes = op_work(self.g, node)
+        self.fixed(
+            what,
+            node.loc,
+            node.id,
+            node.operands,
+            node.results,
+            [_whole(self.tensor(v).shape) for v in node.operands],
+            [_whole(self.tensor(v).shape) for v in node.results],
+            self.cost.compute_seconds(flops, nbytes),
+        )
+
+    def value_member(
+        self, what: str, loc: SourceLoc, node: int, operand: int | None, result: int
+    ) -> None:
+        """A member whose strategies are the layouts of one value (an
+        argument, a carried value): the operand, if any, is wanted as the
+        result is left."""
+        t = self.tensor(result)
+        if t.shape is None:
+            lays: list[Layout | None] = [None]
+        else:
+            lays = list(tensor_layouts(t.shape, self.mesh))
+        ops = () if operand is None else (operand,)
+        strategies = [
+            Strategy((), (lay,) * len(ops), (lay,), self._held(t, lay), 0.0)
+            for lay in lays
+        ]
+        self.add(Member(what, loc, node, ops, (result,), strategies, True))
+
+    def _held(self, t: TensorInfo, lay: Layout | None) -> float:
+        """A tie-breaker of 1e-15 s per byte held per device (1 us per GiB):
+        among layouts that cost the same, the one holding fewer bytes."""
+        if t.shape is None or lay is None:
+            return 0.0
+        return 1e-15 * local_bytes(t.shape, lay, t.itemsize, self.mesh)
+
+    def op(self, node: Node, share_layers: bool) -> None:
+        what = f"{node.op.split('.')[-1]} at {node.loc}"
+        info = op_info(self.g, node)
+        found = RULES.lookup(info) if info is not None else None
+        rule = found.rule if found is not None else None
+        if rule is None or node.op in ALWAYS_REPLICATED:
+            self.replicated(node, what)
+            return
+        reducible = node.op in REDUCING_OPS and (
+            node.op != "stablehlo.reduce"
+            or (
+                len(node.results) == 1 and combiner(self.g, node) in REDUCIBLE_COMBINERS
+            )
+        )
+        operands = [self.tensor(v) for v in node.operands]
+        results = [self.tensor(v) for v in node.results]
+        strategies = op_strategies(
+            rule,
+            splittable_factors(rule, node.op, reducible),
+            operands,
+            results,
+            op_work(self.g, node),
+            self.mesh,
+            self.cost,
+        )
+        given = _opaque(node.attr(SHARDING))
+        if given is not None:
+            strategies = self._matching(strategies, given, node, what)
+        member = Member(
+            what, node.loc, node.id, node.operands, node.results, strategies, True
+        )
+        if given is None and self._follow(member, rule):
+            return
+        tie = None
+        if share_layers:
+            tie = (
+                node.op,
+                node.loc,
+                str(rule),
+                tuple(t.shape for t in (*operands, *results)),
+                tuple(self.g.value(v).dtype for v in (*node.operands, *node.results)),
+            )
+        self.add(member, tie)
+
+    def _matching(
+        self, strategies: list[Strategy], text: str, node: Node, what: str
+    ) -> list[Strategy]:
+        """An op the program already shards: only strategies that leave its
+        results as written."""
+        try:
+            wanted = [layout_of(ts) for ts in parse_sharding_per_value(text)]
+        except ShardingError as err:
+            raise AutoShardError(
+                f"{node.loc}: bad sdy.sharding on {what}: {err}"
+            ) from None
+        kept = [s for s in strategies if list(s.results) == wanted]
+        if kept:
+            return kept
+        # Written with axes no strategy has (sub-axes, uneven splits): kept as
+        # written, operands taken whole.
+        operands = tuple(_whole(self.tensor(v).shape) for v in node.operands)
+        return [Strategy((), operands, tuple(wanted), 0.0, 0.0)]
+
+    def _follow(self, member: Member, rule: ShardingRule) -> bool:
+        """Joins the group of the op making the first operand when the op is
+        elementwise and every layout that operand can have is one of its
+        strategies."""
+        if not member.operands or len(member.results) != 1 or not is_elementwise(rule):
+            return False
+        shape = self.tensor(member.results[0]).shape
+        if shape is None or self.tensor(member.operands[0]).shape != shape:
+            return False  # e.g. a broadcast of a scalar: not decided by it
+        src = self.producer.get(member.operands[0])
+        if src is None:
+            return False
+        leader = self.members[src[0]]
+        by_layout: dict[Layout | None, int] = {}
+        for j, s in enumerate(member.strategies):
+            by_layout.setdefault(s.operands[0], j)
+        pick = []
+        for own in leader.pick:
+            lay = leader.strategies[own].results[src[1]]
+            if lay is None or lay not in by_layout:
+                return False
+            pick.append(by_layout[lay])
+        member.group, member.pick = leader.group, pick
+        index = len(self.members)
+        self.members.append(member)
+        self._register(index)
+        self.followers += 1
+        return True
+
+    # -- edges and memory -------------------------------------------------------
+
+    def reshard(self, vid: int, src: Layout, dst: Layout) -> float:
+        t = self.tensor(vid)
+        if t.shape is None or src == dst:
+            return 0.0
+        key = (src, dst, t.shape, t.itemsize)
+        found = self.reshard_cache.get(key)
+        if found is None:
+            found = reshard_seconds(
+                src, dst, t.shape, t.itemsize, self.mesh, (), self.cost
+            )
+            self.reshard_cache[key] = found
+        return found
+
+    def produced(self, vid: int) -> list[Layout | None] | None:
+        """Per strategy of the producing member's group: the value's layout."""
+        found = self.producer.get(vid)
+        if found is None:
+            return None
+        m, r = found
+        member = self.members[m]
+        return [member.strategies[own].results[r] for own in member.pick]
+
+    def edges(self, costs: list[list[float]]) -> list[Edge]:
+        out: list[Edge] = []
+        for member in self.members:
+            for k, vid in enumerate(member.operands):
+                made = self.produced(vid)
+                if made is None:
+                    continue
+                src_group = self.members[self.producer[vid][0]].group
+                wants = [member.strategies[own].operands[k] for own in member.pick]
+                if src_group == member.group:
+                    for i, (a, b) in enumerate(zip(made, wants, strict=True)):
+                        if a is not None and b is not None:
+                            costs[member.group][i] += self.reshard(vid, a, b)
+                    continue
+                out.append(self._edge(vid, src_group, made, member.group, wants))
+        return out
+
+    def _edge(
+        self,
+        vid: int,
+        src: int,
+        made: list[Layout | None],
+        dst: int,
+        wants: list[Layout | None],
+    ) -> Edge:
+        a_index: dict[Layout | None, int] = {}
+        b_index: dict[Layout | None, int] = {}
+        src_class = tuple(a_index.setdefault(lay, len(a_index)) for lay in made)
+        dst_class = tuple(b_index.setdefault(lay, len(b_index)) for lay in wants)
+        cost = tuple(
+            tuple(
+                0.0 if a is None or b is None else self.reshard(vid, a, b)
+                for b in b_index
+            )
+            for a in a_index
+        )
+        return Edge(src, dst, src_class, dst_class, cost)
+
+    def memory(
+        self, order: Sequence[Node], returned: Sequence[int]
+    ) -> list[MemoryPoint]:
+        """Per program point: the per-device bytes of the values live there
+        (arguments all along; results to the end)."""
+        pos = {n.id: t for t, n in enumerate(order)}
+        end = len(order)
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for vid in self.producer:
+            owner = self.g.value(vid).owner
+            first[vid] = pos.get(owner, -1) if owner >= 0 else -1
+            last[vid] = end if owner < 0 else first[vid]
+        for t, node in enumerate(order):
+            for used in _uses(self.g, node):
+                if used in last:
+                    last[used] = max(last[used], t)
+        for vid in returned:
+            if vid in last:
+                last[vid] = end
+        sizes: dict[int, list[float]] = {}
+        for vid in self.producer:
+            made = self.produced(vid)
+            info = self.tensor(vid)
+            if made is None or info.shape is None:
+                continue
+            shape = info.shape
+            sizes[vid] = [
+                0.0
+                if lay is None
+                else float(local_bytes(shape, lay, info.itemsize, self.mesh))
+                for lay in made
+            ]
+        live_at: list[list[int]] = [[] for _ in range(end + 1)]
+        for vid in sizes:
+            for t in range(max(first[vid], 0), min(last[vid], end) + 1):
+                live_at[t].append(vid)
+        points: list[MemoryPoint] = []
+        sets = [frozenset(s) for s in live_at]
+        for t, live in enumerate(live_at):
+            if not live:
+                continue
+            if (t > 0 and sets[t] <= sets[t - 1]) or (
+                t < end and sets[t] < sets[t + 1]
+            ):
+                continue  # a neighbouring point holds these values (and more)
+            per_group: dict[int, list[float]] = {}
+            fixed = 0.0
+            for vid in live:
+                group = self.members[self.producer[vid][0]].group
+                b = sizes[vid]
+                if len(set(b)) == 1:
+                    fixed += b[0]
+                    continue
+                acc = per_group.setdefault(group, [0.0] * len(b))
+                for i, x in enumerate(b):
+                    acc[i] += x
+            where = str(order[t].loc) if t < end else "the end of @main"
+            terms = tuple((g, tuple(b)) for g, b in sorted(per_group.items()))
+            points.append(MemoryPoint(terms, fixed, where))
+        return points
+
+
+def merge_edges(edges: Sequence[Edge]) -> list[Edge]:
+    """One edge per pair of groups: parallel edges (a value used twice, the
+    same value of every tied layer) summed over the pair of their classes."""
+    by_pair: dict[tuple[int, int], list[Edge]] = {}
+    for e in edges:
+        if e.src > e.dst:
+            e = Edge(
+                e.dst, e.src, e.dst_class, e.src_class, tuple(zip(*e.cost, strict=True))
+            )
+        by_pair.setdefault((e.src, e.dst), []).append(e)
+    out = []
+    for (src, dst), group in by_pair.items():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        a_keys = list(zip(*(e.src_class for e in group), strict=True))
+        b_keys = list(zip(*(e.dst_class for e in group), strict=True))
+        a_index = {k: n for n, k in enumerate(dict.fromkeys(a_keys))}
+        b_index = {k: n for n, k in enumerate(dict.fromkeys(b_keys))}
+        cost = tuple(
+            tuple(
+                sum(e.cost[ka[k]][kb[k]] for k, e in enumerate(group)) for kb in b_index
+            )
+            for ka in a_index
+        )
+        out.append(
+            Edge(
+                src,
+                dst,
+                tuple(a_index[k] for k in a_keys),
+                tuple(b_index[k] for k in b_keys),
+                cost,
+            )
+        )
+    return out
+
+
+def _whole(shape: tuple[int, ...] | None) -> Layout | None:
+    return None if shape is None else tuple(() for _ in shape)
+
+
+def _uses(graph: Graph, node: Node) -> list[int]:
+    """Values `node` reads, its regions' reads of outer values included."""
+    out = list(node.operands)
+    for region in node.regions:
+        for block in region:
+            for nid in block.nodes:
+                out.extend(_uses(graph, graph.node(nid)))
+    return out
+
+
+def build(
+    graph: Graph,
+    cost: CostModel,
+    share_layers: bool = True,
+) -> Built:
+    main = find_main(graph)
+    mesh_name, mesh = find_mesh(graph)
+    b = _Builder(graph, mesh_name, mesh, cost)
+    block = main.regions[0][0]
+    arg_attrs = main.attr("arg_attrs")
+    auto_args = []
+    name = main.attr("sym_name")
+    for i, vid in enumerate(block.args):
+        what = f"argument {i} of @{name}"
+        text = _entry_sharding(arg_attrs, i)
+        auto_args.append(text is None)
+        if text is None:
+            b.value_member(what, main.loc, -1, None, vid)
+        else:
+            lay = b.layout_of_text(text, what, main.loc)
+            b.fixed(what, main.loc, -1, (), (vid,), (), (lay,))
+    order: list[Node] = []
+    returned: tuple[int, ...] = ()
+    for nid in block.nodes:
+        node = graph.node(nid)
+        if node.op == "func.return":
+            returned = node.operands
+            continue
+        order.append(node)
+        _add_node(b, node, share_layers)
+    res_attrs = main.attr("res_attrs")
+    costs = [[0.0] * n for n in b.group_sizes]
+    for member in b.members:
+        for i, own in enumerate(member.pick):
+            costs[member.group][i] += member.strategies[own].cost
+    auto_results = []
+    for i, vid in enumerate(returned):
+        text = _entry_sharding(res_attrs, i)
+        auto_results.append(text is None)
+        made = b.produced(vid)
+        if text is None or made is None:
+            continue
+        want = b.layout_of_text(text, f"result {i} of @{name}", main.loc)
+        group = b.members[b.producer[vid][0]].group
+        for k, made_lay in enumerate(made):
+            if made_lay is not None:
+                costs[group][k] += b.reshard(vid, made_lay, want)
+    edges = merge_edges(b.edges(costs))
+    memory = b.memory(order, returned)
+    problem = Problem(tuple(tuple(c) for c in costs), tuple(edges), tuple(memory))
+    return Built(
+        graph,
+        problem,
+        b.members,
+        b.group_sizes,
+        b.producer,
+        main,
+        mesh_name,
+        mesh,
+        tuple(block.args),
+        tuple(auto_args),
+        returned,
+        tuple(auto_results),
+        b.followers,
+        b.tied,
+    )
+
+
+def _add_node(b: _Builder, node: Node, share_layers: bool) -> None:
+    what = f"{node.op.split('.')[-1]} at {node.loc}"
+    if node.op in FREE_OPS:
+        return
+    if node.op in CONSTRAINTS:
+        text = _opaque(node.attr("sharding"))
+        if text is None:
+            raise AutoShardError(f"{node.loc}: {node.op} has no sharding attribute")
+        lay = b.layout_of_text(text, what, node.loc)
+        b.fixed(what, node.loc, node.id, node.operands, node.results, (lay,), (lay,))
+        return
+    if node.op == "sdy.manual_computation":
+        ins = _opaque(node.attr("in_shardings"))
+        outs = _opaque(node.attr("out_shardings"))
+        if ins is None or outs is None:
+            raise AutoShardError(f"{node.loc}: {what} lacks in/out shardings")
+        b.fixed(
+            what,
+            node.loc,
+            node.id,
+            node.operands,
+            node.results,
+            [layout_of(ts) for ts in parse_sharding_per_value(ins)],
+            [layout_of(ts) for ts in parse_sharding_per_value(outs)],
+        )
+        return
+    if node.op in CARRIED_OPS:
+        for i, (src, out) in enumerate(zip(node.operands, node.results, strict=True)):
+            b.value_member(f"{what}, carried value {i}", node.loc, node.id, src, out)
+        return
+    if node.op == "stablehlo.case":
+        for i, out in enumerate(node.results):
+            b.value_member(f"{what}, result {i}", node.loc, node.id, None, out)
+        return
+    b.op(node, share_layers)
+
+
+def layout_sharding(mesh_name: str, layout: Layout) -> TensorSharding:
+    """A closed sharding: each dim split over exactly the layout's axes."""
+    return TensorSharding(mesh_name, tuple(DimSharding(axes) for axes in layout))
