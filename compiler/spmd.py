@@ -27,6 +27,9 @@ class Compiled:
     executable: PartitionedExecutable
     text: str  # the per-device module
     diagnostics: Diagnostics
+    # @main's argument layouts as the partitioned module gives them (global
+    # shardings: what the auto-shard pass chose for open arguments).
+    input_layouts: tuple[tuple[tuple[Any, ...], ...] | None, ...] = ()
 
     @property
     def report(self) -> PartitionReport:
@@ -67,13 +70,11 @@ def compile_parsed(
     stages = parse_pipeline(pipeline, module.context)
     diags = run_pipeline(stages, module, source_name, Instrumentation(reports=reports))
     partitioned = print_module(module)
+    mesh, outputs, inputs = _interface(module, source_name)
     executable = PartitionedExecutable(
-        partitioned,
-        *_interface(module, source_name),
-        devices,
-        compiler_options=compiler_options,
+        partitioned, mesh, outputs, devices, compiler_options=compiler_options
     )
-    return Compiled(executable, partitioned, diags)
+    return Compiled(executable, partitioned, diags, inputs)
 
 
 def load_compiled(
@@ -85,19 +86,20 @@ def load_compiled(
     """A `Compiled` from what an earlier compile produced: the partitioned text,
     its report and PJRT's executable (deserialized from the persistent cache)."""
     module = parse_module(partitioned, make_context(), "<cache>")
+    mesh, outputs, inputs = _interface(module, "<cache>")
     executable = PartitionedExecutable(
-        partitioned, *_interface(module, "<cache>"), devices, loaded=loaded
+        partitioned, mesh, outputs, devices, loaded=loaded
     )
     diags = Diagnostics()
     diags.payloads["partition"] = report
-    return Compiled(executable, partitioned, diags)
+    return Compiled(executable, partitioned, diags, inputs)
 
 
 def _interface(
     module: ir.Module, source_name: str
-) -> tuple[MeshModel, list[OutputSpec]]:
-    """The partitioned module's mesh and each result's global shape and layout
-    (read from @main's signature, not its body)."""
+) -> tuple[MeshModel, list[OutputSpec], tuple[Layout | None, ...]]:
+    """The partitioned module's mesh, each result's global shape and layout,
+    and each argument's layout (read from @main's signature, not its body)."""
     interface = read_interface(module, source_name)
     if len(interface.meshes) != 1:
         raise ShardingError("the partitioned module must define exactly one sdy.mesh")
@@ -110,4 +112,15 @@ def _interface(
         layout = tuple(tuple(d.axes) for d in parse_sharding(sharding.text).dims)
         assert result.shape is not None
         outputs.append(OutputSpec(result.shape, layout))
-    return mesh, outputs
+    inputs: list[Layout | None] = []
+    for entry in main.arg_attrs:
+        sharding = entry.get("sdy.sharding")
+        inputs.append(
+            tuple(tuple(d.axes) for d in parse_sharding(sharding.text).dims)
+            if isinstance(sharding, Opaque)
+            else None
+        )
+    return mesh, outputs, tuple(inputs)
+
+
+Layout = tuple[tuple[Any, ...], ...]

@@ -20,7 +20,7 @@ import jax
 from jax.tree_util import PyTreeDef
 
 from meshjit.errors import JitArgumentError, ShardingError
-from meshjit.frontend.sharding import PartitionSpec, Sharding
+from meshjit.frontend.sharding import AUTO, PartitionSpec, Sharding
 
 
 class _Unspecified:
@@ -41,11 +41,13 @@ UNSPECIFIED = _Unspecified()
 
 
 def is_spec_leaf(x: object) -> bool:
-    """A leaf of an in/out_shardings tree: a Sharding, a PartitionSpec or None."""
+    """A leaf of an in/out_shardings tree: a Sharding, a PartitionSpec, AUTO
+    or None."""
     return x is None or isinstance(
         x,
         Sharding
         | PartitionSpec
+        | AUTO
         | jax.sharding.Sharding
         | jax.sharding.PartitionSpec
         | _Unspecified,
@@ -390,8 +392,8 @@ def _check_leaves(prefix: object, path: str, what: str) -> None:
         if not is_spec_leaf(leaf):
             raise ShardingError(
                 f"{what} leaf at {path}{jax.tree_util.keystr(p)} is {leaf!r} "
-                f"({type(leaf).__name__}); expected a Sharding, a PartitionSpec or "
-                "None"
+                f"({type(leaf).__name__}); expected a Sharding, a PartitionSpec, "
+                "AUTO(mesh) or None"
             )
 
 

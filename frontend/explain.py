@@ -17,6 +17,7 @@ from typing import Any
 
 from meshjit.compiler.diagnostics import Diagnostics
 from meshjit.compiler.ir import make_context, parse_module
+from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipeline
 from meshjit.frontend.jit import JitFunction, jit
 from meshjit.frontend.stages import Compiled
 from meshjit.passes.partition import Collective, Decision, Remark
@@ -39,6 +40,9 @@ class Explanation:
     # How each op was split, with the cost model's estimate and the best
     # other plan it beat.
     decisions: tuple[Decision, ...] = ()
+    # With AUTO leaves: what auto-sharding chose for each value, its
+    # estimated cost and the next-best layout ("" without AUTO).
+    auto_shard_text: str = ""
 
     def record(self, name: str) -> ExplainRecord:
         """The record whose value name contains `name` (e.g. "`x`", "result 0")."""
@@ -56,7 +60,12 @@ class Explanation:
 
     def __str__(self) -> str:
         decisions = "".join(d.text() for d in self.decisions)
-        return self.propagation_text + self.collectives_text + decisions
+        return (
+            self.auto_shard_text
+            + self.propagation_text
+            + self.collectives_text
+            + decisions
+        )
 
 
 def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:
@@ -80,6 +89,16 @@ def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:
         return pattern.sub(lambda m: names[m.group(0)], text)
 
     module = parse_module(lowered.as_text("sharded", debug_info=True), make_context())
+    auto_text = ""
+    if inputs.placement.auto is not None:
+        auto_pass = lowered.propagation.split(",")[0]
+        diags = run_pipeline(
+            parse_pipeline(auto_pass, module.context),
+            module,
+            "<module>",
+            Instrumentation(reports=frozenset({"explain"})),
+        )
+        auto_text = rename("".join(t for kind, t in diags.reports if kind == "explain"))
     result = propagate_module(module, Diagnostics())
     records = tuple(
         ExplainRecord(rename(r.value), r.sharding, r.origins, r.chains, r.conflicts)
@@ -98,6 +117,7 @@ def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:
         compiled.output_shardings,
         compiled,
         tuple(report.decisions),
+        auto_text,
     )
 
 

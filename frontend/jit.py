@@ -43,6 +43,7 @@ from meshjit.frontend.cache import CacheInfo, CompileKey, JitCache, TraceKey
 from meshjit.frontend.dispatch import Dispatcher
 from meshjit.frontend.mesh import Mesh, current_mesh
 from meshjit.frontend.sharding import (
+    AUTO,
     UNCONSTRAINED,
     NamedSharding,
     PartitionSpec,
@@ -165,6 +166,13 @@ class JitFunction:
             tuple(in_shardings) if isinstance(in_shardings, list) else in_shardings
         )
         self._out_shardings = out_shardings
+        # AUTO in_shardings: the committed layout of such an argument does not
+        # change the program (it is moved to the chosen one), so it is left
+        # out of the compile key.
+        self._auto_in = any(
+            isinstance(s, AUTO)
+            for s in jax.tree_util.tree_leaves(self._in_shardings, is_leaf=is_spec_leaf)
+        )
         self._argspec = argspec
         self._keep_unused = keep_unused
         self._device = device
@@ -218,8 +226,9 @@ class JitFunction:
         compiled = self._cache.compiled(
             prepared.compile_key, lambda: self._lower(prepared).compile()
         )
+        moved = compiled._moves_auto(prepared.flat)
         outs = compiled.run_leaves(prepared.flat)
-        return outs, compiled.fastpath_data(outs)
+        return outs, None if moved else compiled.fastpath_data(outs)
 
     @_user_errors
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
@@ -292,7 +301,7 @@ class JitFunction:
             self._device,
             jax.config.jax_default_device,  # type: ignore[attr-defined]
         )
-        return _Prepared(
+        prepared = _Prepared(
             form,
             tuple(flat),
             dyn_tree,
@@ -303,6 +312,13 @@ class JitFunction:
             mesh,
             trace_key,
             compile_key,
+        )
+        if not self._auto_in:
+            return prepared
+        auto = [isinstance(s, AUTO) for s in self._in_specs(prepared)]
+        keyed = tuple(None if a else c for a, c in zip(auto, committed, strict=True))
+        return dataclasses.replace(
+            prepared, compile_key=dataclasses.replace(compile_key, committed=keyed)
         )
 
     def _traced(self, prepared: _Prepared) -> TracedModule:
@@ -421,6 +437,13 @@ class JitFunction:
                 "`compiler_options` can only be passed to top-level `jax.jit`; pass "
                 "them to the outer function's jit"
             )
+
+        # Inside another trace an AUTO output is left to the outer search.
+        out_shardings = jax.tree_util.tree_map(
+            lambda s: None if isinstance(s, AUTO) else s,
+            out_shardings,
+            is_leaf=is_spec_leaf,
+        )
 
         def body(*a: Any, **k: Any) -> Any:
             out = fun(*a, **k)

@@ -23,6 +23,7 @@ from meshjit.errors import IndivisibleDimError, MissingMeshError, ShardingError
 from meshjit.frontend.args import UNSPECIFIED
 from meshjit.frontend.mesh import Mesh
 from meshjit.frontend.sharding import (
+    AUTO,
     GSPMDSharding,
     NamedSharding,
     PartitionSpec,
@@ -49,6 +50,12 @@ class Placement:
     # Per argument leaf, the sharding its in_shardings entry or its own
     # committed sharding gave, as jax spells it; None where neither did.
     specified: tuple[Any, ...] = ()
+    # AUTO leaves: the auto-shard pass chooses these arguments' and outputs'
+    # shardings (`inputs` holds a replicated placeholder for them); `auto` is
+    # the AUTO leaf whose options the search runs with, None without any.
+    auto_inputs: tuple[bool, ...] = ()
+    auto_outputs: tuple[bool, ...] = ()
+    auto: AUTO | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,20 +253,72 @@ def _device_text(s: Sharding) -> str:
     return f" (device ids {_ids(list(s._device_assignment))})"
 
 
+def _one_auto(req: Request) -> AUTO | None:
+    """The AUTO leaf the search runs with; every AUTO leaf must agree."""
+    autos = [s for s in (*req.in_specs, *req.out_specs) if isinstance(s, AUTO)]
+    if not autos:
+        return None
+    first = autos[0]
+    for other in autos[1:]:
+        if other.options() != first.options():
+            raise ShardingError(
+                f"{req.api}: AUTO leaves of one function share one search, but "
+                f"they are given different options: {first!r} and {other!r}; give "
+                "every AUTO leaf the same memory_budget and time_limit"
+            )
+    if req.device is not None:
+        raise ShardingError(
+            f"{req.api}: AUTO shardings choose a layout on a mesh; they cannot be "
+            "combined with device= or backend="
+        )
+    return first
+
+
+def _spec_or_auto(
+    s: object, req: Request, what: str, leaf: LeafInfo
+) -> Sharding | None:
+    """`normalize_spec`, with AUTO as a replicated sharding on its mesh (the
+    mesh the computation runs on; the search replaces the layout)."""
+    if isinstance(s, AUTO):
+        return NamedSharding(s.mesh, PartitionSpec())
+    return normalize_spec(s, req, what, leaf)
+
+
 def resolve(
     req: Request, in_leaves: Sequence[LeafInfo], out_leaves: Sequence[LeafInfo]
 ) -> Placement:
+    auto = _one_auto(req)
+    auto_in = tuple(isinstance(s, AUTO) for s in req.in_specs)
+    auto_out = tuple(isinstance(s, AUTO) for s in req.out_specs)
+    for is_auto, leaf in zip(auto_in, in_leaves, strict=True):
+        if is_auto and leaf.key_shape:
+            raise NotImplementedError(
+                f"{req.api}: AUTO in_shardings for the PRNG key `{leaf.path}`: "
+                "meshjit does not auto-shard typed keys yet; give the key a "
+                "sharding"
+            )
     ins = [
-        normalize_spec(s, req, "in_shardings", leaf)
+        _spec_or_auto(s, req, "in_shardings", leaf)
         for s, leaf in zip(req.in_specs, in_leaves, strict=True)
     ]
     outs = [
-        normalize_spec(s, req, "out_shardings", leaf)
+        _spec_or_auto(s, req, "out_shardings", leaf)
         for s, leaf in zip(req.out_specs, out_leaves, strict=True)
     ]
     if req.pjit and req.context_mesh is not None and req.device is None:
         _check_context_devices(req, in_leaves)
     mesh, single = _pick_mesh(req, ins, outs, in_leaves, out_leaves)
+    for spec in (*req.in_specs, *req.out_specs):
+        if isinstance(spec, AUTO) and (
+            spec.mesh.to_model() != mesh.to_model()
+            or _ids(spec.mesh.flat_devices) != _ids(mesh.flat_devices)
+        ):
+            raise ShardingError(
+                f"{req.api}: AUTO chooses layouts on its mesh {spec.mesh} (device "
+                f"ids {spec.mesh.describe_devices()}), but the computation runs on "
+                f"{mesh} (device ids {mesh.describe_devices()}); use one mesh for "
+                "AUTO and the other shardings"
+            )
     if req.traced_mesh is not None and (
         req.traced_mesh.axis_names != mesh.axis_names
         or req.traced_mesh.shape != tuple(mesh.axis_sizes)
@@ -286,9 +345,13 @@ def resolve(
             )
     placed_in: list[NamedSharding] = []
     specified: list[Any] = []
-    for spec, own, leaf in zip(ins, req.committed, in_leaves, strict=True):
+    for spec, own, leaf, is_auto in zip(
+        ins, req.committed, in_leaves, auto_in, strict=True
+    ):
         given = None
-        if spec is not None:
+        if is_auto:  # a placeholder until the search chose the layout
+            target = NamedSharding(mesh, PartitionSpec())
+        elif spec is not None:
             target = _onto(spec, mesh, leaf, "in_shardings for argument", req.api)
             check_fits(target, leaf, "in_shardings", req.api)
             if own is not None and req.device is None:
@@ -302,8 +365,8 @@ def resolve(
         placed_in.append(target)
         specified.append(None if given is None else given.to_jax())
     placed_out: list[NamedSharding | None] = []
-    for spec, leaf in zip(outs, out_leaves, strict=True):
-        if spec is None:
+    for spec, leaf, is_auto in zip(outs, out_leaves, auto_out, strict=True):
+        if spec is None or is_auto:
             placed_out.append(None)
             continue
         target = _onto(spec, mesh, leaf, "out_shardings for output", req.api)
@@ -323,6 +386,9 @@ def resolve(
         tuple(placed_out),
         uncommitted,
         tuple(specified),
+        auto_in,
+        auto_out,
+        auto,
     )
 
 

@@ -1359,3 +1359,74 @@ def from_jax(sharding: Any) -> Sharding:
 
 def to_jax(sharding: Sharding) -> Any:
     return sharding.to_jax()
+
+
+class AUTO:
+    """An `in_shardings`/`out_shardings` leaf: meshjit chooses the sharding.
+
+    `AUTO(mesh)` (jax 0.4's `jax.sharding.AUTO`, gone from jax 0.10): the
+    argument or result gets the layout on `mesh` that the `auto-shard` pass
+    finds cheapest, together with every value of the program the user did
+    not fix: an integer program over the partitioner's cost model
+    (estimated compute and collective time), with the per-device peak of
+    live values at most `memory_budget` bytes (an int, or a size such as
+    "4GiB"; None: no limit). `time_limit` bounds the solver (seconds; it
+    then returns the best layout found, with a warning). `compile()` reports
+    the choice in `Compiled.input_shardings`/`output_shardings`; arguments
+    that arrive in another layout are moved to it (a warning says so once).
+    AUTO leaves of one function share one search: give them equal options.
+    """
+
+    __slots__ = ("memory_budget", "mesh", "time_limit")
+
+    def __init__(
+        self,
+        mesh: Mesh | jax.sharding.Mesh,
+        *,
+        memory_budget: int | float | str | None = None,
+        time_limit: float = 30.0,
+    ) -> None:
+        if isinstance(mesh, jax.sharding.Mesh):
+            mesh = Mesh.from_jax(mesh)
+        if not isinstance(mesh, Mesh) or mesh.empty:
+            raise ShardingError(f"AUTO needs a non-empty mesh, found {mesh!r}")
+        if memory_budget is not None:
+            from meshjit.passes.auto_shard import parse_bytes
+
+            try:
+                parse_bytes(str(memory_budget))
+            except ValueError as err:
+                raise ShardingError(f"AUTO: {err}") from None
+        if not time_limit > 0:
+            raise ShardingError(f"AUTO: time_limit must be positive, got {time_limit}")
+        self.mesh = mesh
+        self.memory_budget = memory_budget
+        self.time_limit = float(time_limit)
+
+    def options(self) -> tuple[object, float]:
+        return (self.memory_budget, self.time_limit)
+
+    def pass_text(self, cost: str) -> str:
+        """The auto-shard pass with these options, as pipeline text."""
+        parts = [f"cost={cost}", f"time-limit={self.time_limit:g}"]
+        if self.memory_budget is not None:
+            parts.append(f"memory-budget={str(self.memory_budget).replace(' ', '')}")
+        return "auto-shard{" + " ".join(parts) + "}"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, AUTO)
+            and self.mesh == other.mesh
+            and self.options() == other.options()
+        )
+
+    def __hash__(self) -> int:
+        return hash((AUTO, self.mesh, self.options()))
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.memory_budget is not None:
+            extra += f", memory_budget={self.memory_budget!r}"
+        if self.time_limit != 30.0:
+            extra += f", time_limit={self.time_limit:g}"
+        return f"AUTO({self.mesh}{extra})"

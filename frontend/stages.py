@@ -160,8 +160,11 @@ class Lowered(_Stage):
         p = inputs.placement
         kept = inputs.traced.kept
         # On @main's ranks: a typed PRNG key's data dims are replicated.
+        # AUTO arguments stay open: the auto-shard pass chooses them.
         args = [
-            p.inputs[k].tensor_sharding(
+            None
+            if p.auto_inputs and p.auto_inputs[k]
+            else p.inputs[k].tensor_sharding(
                 inputs.leaves[k].physical_ndim, inputs.mesh_name
             )
             for k in kept
@@ -188,6 +191,13 @@ class Lowered(_Stage):
         return self._inputs.placement
 
     @property
+    def propagation(self) -> str:
+        """What runs before the partitioner: auto-shard (for AUTO leaves),
+        then meshjit's propagation."""
+        placement = self._inputs.placement
+        return propagation_pipeline(placement, placement.mesh.flat_devices)
+
+    @property
     def out_info(self) -> Any:
         return self._inputs.traced.out_info
 
@@ -196,7 +206,7 @@ class Lowered(_Stage):
             return self._texts[stage]
         if stage == "propagated":
             try:
-                text, _ = _run(self._texts["sharded"], JIT_PROPAGATION)
+                text, _ = _run(self._texts["sharded"], self.propagation)
             except DiagnosticError as err:
                 raise pipeline_error(self._inputs.api, err) from None
             self._texts["propagated"] = text
@@ -278,7 +288,7 @@ class Lowered(_Stage):
         with graph_session(module):
             if propagated is None:
                 run_pipeline(
-                    parse_pipeline(JIT_PROPAGATION, module.context),
+                    parse_pipeline(self.propagation, module.context),
                     module,
                     source,
                     Instrumentation(),
@@ -348,7 +358,7 @@ class Lowered(_Stage):
                 self._texts["sharded"],
                 inputs.donated,
                 inputs.traced.kept,
-                pipeline,
+                self.propagation + "," + pipeline,
                 devices,
                 options,
             )
@@ -421,15 +431,28 @@ class Lowered(_Stage):
         return Compiled(self, spmd, frozenset(self._aliases))
 
 
-def partition_pipeline(devices: Sequence[Any]) -> str:
-    """The partition pass with the cost model for these devices: the
-    platform's defaults ("gpu" on GPUs, else "cpu"), or `MESHJIT_COST` (a
-    platform name or a file from `python -m meshjit.calibrate`)."""
+def cost_spec(devices: Sequence[Any]) -> str:
+    """The cost model for these devices: the platform's defaults ("gpu" on
+    GPUs, else "cpu"), or `MESHJIT_COST` (a platform name or a file from
+    `python -m meshjit.calibrate`)."""
     spec = os.environ.get("MESHJIT_COST", "")
     if not spec:
         platform = getattr(devices[0], "platform", "cpu") if devices else "cpu"
         spec = "gpu" if platform in ("gpu", "cuda", "rocm") else "cpu"
-    return f"partition{{cost={spec}}}"
+    return spec
+
+
+def partition_pipeline(devices: Sequence[Any]) -> str:
+    """The partition pass with the cost model for these devices."""
+    return f"partition{{cost={cost_spec(devices)}}}"
+
+
+def propagation_pipeline(placement: Placement, devices: Sequence[Any]) -> str:
+    """meshjit's propagation, after the auto-shard pass where AUTO leaves ask
+    for it (with the same cost model as the partitioner)."""
+    if placement.auto is None:
+        return JIT_PROPAGATION
+    return placement.auto.pass_text(cost_spec(devices)) + "," + JIT_PROPAGATION
 
 
 def _layout(s: TensorSharding | None, ndim: int) -> tuple[tuple[str, ...], ...]:
@@ -455,7 +478,9 @@ class Compiled(_Stage):
         self._inputs = lowered.inputs
         self._spmd = spmd
         inputs = lowered.inputs
-        self._targets = tuple(s.to_jax() for s in inputs.placement.inputs)
+        self._targets = self._input_targets(spmd)
+        # AUTO arguments committed elsewhere are moved (said once, below).
+        self._auto_moved_warned = False
         self._donated_main = donated_main
         self._use_user_spelling(inputs.placement)
         self._single = (
@@ -477,6 +502,58 @@ class Compiled(_Stage):
                     for k in inputs.traced.kept
                 ],
             )
+
+    def _input_targets(self, spmd: SpmdCompiled) -> tuple[Any, ...]:
+        """Each argument leaf's sharding: as placed, or for AUTO leaves as
+        the auto-shard pass chose (read from the partitioned @main)."""
+        inputs = self._lowered.inputs
+        placement = inputs.placement
+        targets = [s.to_jax() for s in placement.inputs]
+        if not any(placement.auto_inputs):
+            return tuple(targets)
+        mesh = placement.mesh.to_jax()
+        for j, k in enumerate(inputs.traced.kept):
+            layout = spmd.input_layouts[j] if j < len(spmd.input_layouts) else None
+            if not placement.auto_inputs[k] or layout is None:
+                continue
+            spec = []
+            for axes in layout:
+                names = [a.name for a in axes]
+                spec.append(
+                    None if not names else names[0] if len(names) == 1 else tuple(names)
+                )
+            while spec and spec[-1] is None:
+                spec.pop()
+            targets[k] = jax.sharding.NamedSharding(mesh, jax.P(*spec))
+        return tuple(targets)
+
+    def _moves_auto(self, flat: Sequence[Any]) -> bool:
+        """Whether a committed argument of an AUTO leaf is laid out other
+        than the search chose (it is moved; jax's C++ dispatch would not)."""
+        placement = self._lowered.inputs.placement
+        if not any(placement.auto_inputs):
+            return False
+        leaves = self._lowered.inputs.leaves
+        moved = [
+            leaves[k].path
+            for k in self._lowered.inputs.traced.kept
+            if placement.auto_inputs[k]
+            and isinstance(flat[k], jax.Array)
+            and flat[k].committed
+            and not flat[k].sharding.is_equivalent_to(self._targets[k], leaves[k].ndim)
+        ]
+        if moved and not self._auto_moved_warned:
+            self._auto_moved_warned = True
+            names = ", ".join(f"`{p}`" for p in moved)
+            warnings.warn(
+                f"{self._lowered.inputs.api}: moving {names} to the layout "
+                "auto-sharding chose (AUTO in_shardings); put arguments there "
+                "first to save the copy: jax.device_put(x, "
+                "f.lower(...).compile().input_shardings)",
+                UserWarning,
+                stacklevel=4,
+            )
+        return bool(moved)
 
     def _use_user_spelling(self, placement: Placement) -> None:
         """Outputs carry out_shardings as written (JAX does), and propagated
@@ -571,7 +648,7 @@ class Compiled(_Stage):
         }
         collected = htmlreport.collect(
             lowered.as_text("sharded", debug_info=True),
-            JIT_PROPAGATION + "," + partition_pipeline(devices),
+            lowered.propagation + "," + partition_pipeline(devices),
             inputs.fun_name,
             arg_names=[f"`{inputs.leaves[k].path}`" for k in inputs.traced.kept],
             result_names=[f"`{o.path}`" for o in inputs.traced.outputs],
@@ -660,8 +737,10 @@ class Compiled(_Stage):
     def _checked_call(
         self, args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> tuple[Any, Any]:
-        outs = self.run_leaves(self._checked_leaves(args, kwargs))
-        return outs, self.fastpath_data(outs)
+        flat = self._checked_leaves(args, kwargs)
+        moved = self._moves_auto(flat)
+        outs = self.run_leaves(flat)
+        return outs, None if moved else self.fastpath_data(outs)
 
     def _checked_leaves(
         self, args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -688,7 +767,9 @@ class Compiled(_Stage):
                 f"{inputs.api}: the compiled function was lowered for arguments of "
                 f"structure {inputs.dyn_tree} but called with {tree}"
             )
-        for v, leaf, target in zip(flat, inputs.leaves, self._targets, strict=True):
+        for k, (v, leaf, target) in enumerate(
+            zip(flat, inputs.leaves, self._targets, strict=True)
+        ):
             shape = tuple(np.shape(v))
             dtype = getattr(v, "dtype", None)
             if shape != leaf.shape or (
@@ -698,7 +779,8 @@ class Compiled(_Stage):
                     f"{inputs.api}: argument `{leaf.path}` was compiled for "
                     f"{leaf.describe()} but called with {describe_aval(v)}"
                 )
-            if isinstance(v, jax.Array) and v.committed:
+            auto = inputs.placement.auto_inputs
+            if isinstance(v, jax.Array) and v.committed and not (auto and auto[k]):
                 own = v.sharding
                 if not own.is_equivalent_to(target, leaf.ndim):
                     raise ShardingError(

@@ -9,6 +9,7 @@ from jax.sharding import AxisType
 from meshjit.errors import ShardingError
 from meshjit.frontend.mesh import Mesh, current_mesh, set_mesh, use_mesh
 from meshjit.frontend.sharding import (
+    AUTO,
     UNCONSTRAINED,
     Chunked,
     GSPMDSharding,
@@ -34,6 +35,7 @@ from meshjit.frontend.visualize import (
 )
 
 __all__ = [
+    "AUTO",
     "UNCONSTRAINED",
     "AxisType",
     "Chunked",

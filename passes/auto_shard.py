@@ -14,6 +14,7 @@ decision, its estimated cost and the next-best layout.
 
 from __future__ import annotations
 
+import enum
 import re
 import time
 from dataclasses import dataclass
@@ -24,7 +25,12 @@ from meshjit.compiler.graph import read_graph, write_attrs
 from meshjit.compiler.ir import ir
 from meshjit.compiler.pass_base import ModulePass
 from meshjit.compiler.pipeline import run_upstream
-from meshjit.passes.autoshard.build import AutoShardError, build
+from meshjit.passes.autoshard.build import (
+    AutoShardError,
+    Caches,
+    build,
+    size_estimate,
+)
 from meshjit.passes.autoshard.ilp import min_peak, solve
 from meshjit.passes.autoshard.result import AutoShardResult, fmt_bytes
 from meshjit.passes.partitioner.cost import load_cost
@@ -62,6 +68,19 @@ def parse_bytes(text: str) -> float | None:
     return value
 
 
+class ShareLayers(enum.Enum):
+    AUTO = "auto"
+    TRUE = "true"
+    FALSE = "false"
+
+
+# Sharing a decision among identical layers makes the problem several times
+# smaller but may cost time: the first and last layers, or copies that want to
+# alternate, lose their own choice (estimated +0-8% on the bench's models).
+# Below this many variables (about 5 s of HiGHS here) the search runs without.
+SHARE_ABOVE = 200_000
+
+
 @dataclass(frozen=True)
 class AutoShardPass(ModulePass):
     """Choose open shardings with an integer program over the cost model."""
@@ -70,7 +89,10 @@ class AutoShardPass(ModulePass):
     cost: str = "cpu"  # the cost model: "cpu", "gpu" or a calibration file
     memory_budget: str = ""  # per device, e.g. 512MiB; empty: no limit
     time_limit: float = 30.0  # seconds for the solver; then the best found
-    share_layers: bool = True  # identical layers (same source, shapes) share a choice
+    # Identical layers (ops from the same source line with the same shapes)
+    # share one decision: "true", "false", or "auto": only when the problem
+    # without sharing would exceed SHARE_ABOVE solver variables.
+    share_layers: ShareLayers = ShareLayers.AUTO
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         from meshjit.compiler.diagnostics import SourceLoc
@@ -89,7 +111,13 @@ class AutoShardPass(ModulePass):
         run_upstream(module, "inline", diags.source_name, "auto-shard's inlining")
         graph = read_graph(module, diags.source_name)
         try:
-            built = build(graph, model, self.share_layers)
+            caches = Caches()
+            built = build(graph, model, self.share_layers is ShareLayers.TRUE, caches)
+            if (
+                self.share_layers is ShareLayers.AUTO
+                and size_estimate(built.problem) > SHARE_ABOVE
+            ):
+                built = build(graph, model, True, caches)
         except AutoShardError as err:
             diags.error(where, str(err))
             return

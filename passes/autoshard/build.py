@@ -108,6 +108,17 @@ class Built:
         return member.strategies[member.pick[choice[member.group]]]
 
 
+def size_estimate(problem: Problem) -> int:
+    """About how many solver variables the problem makes (`ilp.py`): one per
+    strategy, one per class pair of each edge with classes on both sides."""
+    n = sum(len(c) for c in problem.costs)
+    for e in problem.edges:
+        a, b = len(e.cost), len(e.cost[0]) if e.cost else 0
+        if a > 1 and b > 1:
+            n += a * b
+    return n
+
+
 def find_main(graph: Graph) -> Node:
     funcs = list(graph.funcs())
     for f in funcs:
@@ -149,9 +160,23 @@ def _entry_sharding(attrs: object, index: int) -> str | None:
     return _opaque(entry.get(SHARDING)) if isinstance(entry, Mapping) else None
 
 
+@dataclass
+class Caches:
+    """What one build computes that another of the same module reuses."""
+
+    layout_ids: dict[Layout | None, int] = field(default_factory=dict)
+    reshard: dict[tuple[object, ...], float] = field(default_factory=dict)
+    strategies: dict[tuple[object, ...], list[Strategy]] = field(default_factory=dict)
+
+
 class _Builder:
     def __init__(
-        self, graph: Graph, mesh_name: str, mesh: MeshModel, cost: CostModel
+        self,
+        graph: Graph,
+        mesh_name: str,
+        mesh: MeshModel,
+        cost: CostModel,
+        caches: Caches,
     ) -> None:
         self.g = graph
         self.mesh_name = mesh_name
@@ -161,10 +186,10 @@ class _Builder:
         self.group_sizes: list[int] = []
         self.producer: dict[int, tuple[int, int]] = {}
         self.free: set[int] = set()
-        self.tie_keys: dict[tuple[object, ...], int] = {}
+        self.tie_keys: dict[tuple[object, ...], list[int]] = {}
         self.followers = 0
         self.tied = 0
-        self.reshard_cache: dict[tuple[object, ...], float] = {}
+        self.caches = caches
 
     # -- members ----------------------------------------------------------------
 
@@ -188,17 +213,26 @@ class _Builder:
         index = len(self.members)
         self.members.append(member)
         n = len(member.strategies)
-        if tie is not None and tie in self.tie_keys:
-            g = self.tie_keys[tie]
-            if self.group_sizes[g] == n:
-                member.group, member.pick = g, list(range(n))
-                self.tied += 1
-                self._register(index)
-                return index
+        if tie is not None:
+            # Not with a group that makes one of its operands: consecutive
+            # copies of an op (a loop of single matmuls) may want to
+            # alternate (Megatron's column / row split); they share a
+            # decision with every other copy instead.
+            near = {
+                self.members[self.producer[v][0]].group
+                for v in member.operands
+                if v in self.producer
+            }
+            for g in self.tie_keys.get(tie, []):
+                if g not in near and self.group_sizes[g] == n:
+                    member.group, member.pick = g, list(range(n))
+                    self.tied += 1
+                    self._register(index)
+                    return index
         member.group, member.pick = len(self.group_sizes), list(range(n))
         self.group_sizes.append(n)
         if tie is not None:
-            self.tie_keys[tie] = member.group
+            self.tie_keys.setdefault(tie, []).append(member.group)
         self._register(index)
         return index
 
@@ -275,15 +309,20 @@ class _Builder:
         )
         operands = [self.tensor(v) for v in node.operands]
         results = [self.tensor(v) for v in node.results]
-        strategies = op_strategies(
-            rule,
-            splittable_factors(rule, node.op, reducible),
-            operands,
-            results,
-            op_work(self.g, node),
-            self.mesh,
-            self.cost,
-        )
+        work = op_work(self.g, node)
+        key = (node.op, rule, reducible, tuple(operands), tuple(results), work)
+        strategies = self.caches.strategies.get(key)
+        if strategies is None:
+            strategies = op_strategies(
+                rule,
+                splittable_factors(rule, node.op, reducible),
+                operands,
+                results,
+                work,
+                self.mesh,
+                self.cost,
+            )
+            self.caches.strategies[key] = strategies
         given = _opaque(node.attr(SHARDING))
         if given is not None:
             strategies = self._matching(strategies, given, node, what)
@@ -357,13 +396,23 @@ class _Builder:
         t = self.tensor(vid)
         if t.shape is None or src == dst:
             return 0.0
-        key = (src, dst, t.shape, t.itemsize)
-        found = self.reshard_cache.get(key)
+        ids = self.caches.layout_ids
+        a = ids.setdefault(src, len(ids))
+        b = ids.setdefault(dst, len(ids))
+        return self._reshard_ids(t, a, b, src, dst)
+
+    def _reshard_ids(
+        self, t: TensorInfo, a: int, b: int, src: Layout, dst: Layout
+    ) -> float:
+        if a == b or t.shape is None:
+            return 0.0
+        key = (a, b, t.shape, t.itemsize)
+        found = self.caches.reshard.get(key)
         if found is None:
             found = reshard_seconds(
                 src, dst, t.shape, t.itemsize, self.mesh, (), self.cost
             )
-            self.reshard_cache[key] = found
+            self.caches.reshard[key] = found
         return found
 
     def produced(self, vid: int) -> list[Layout | None] | None:
@@ -404,12 +453,16 @@ class _Builder:
         b_index: dict[Layout | None, int] = {}
         src_class = tuple(a_index.setdefault(lay, len(a_index)) for lay in made)
         dst_class = tuple(b_index.setdefault(lay, len(b_index)) for lay in wants)
+        t = self.tensor(vid)
+        ids = self.caches.layout_ids
+        a_ids = [ids.setdefault(lay, len(ids)) for lay in a_index]
+        b_ids = [ids.setdefault(lay, len(ids)) for lay in b_index]
         cost = tuple(
             tuple(
-                0.0 if a is None or b is None else self.reshard(vid, a, b)
-                for b in b_index
+                0.0 if a is None or b is None else self._reshard_ids(t, ia, ib, a, b)
+                for b, ib in zip(b_index, b_ids, strict=True)
             )
-            for a in a_index
+            for a, ia in zip(a_index, a_ids, strict=True)
         )
         return Edge(src, dst, src_class, dst_class, cost)
 
@@ -417,14 +470,16 @@ class _Builder:
         self, order: Sequence[Node], returned: Sequence[int]
     ) -> list[MemoryPoint]:
         """Per program point: the per-device bytes of the values live there
-        (arguments all along; results to the end)."""
+        (arguments all along; results to the end). Only points whose live
+        set no neighbouring point holds as well: values are made there and
+        some die there."""
         pos = {n.id: t for t, n in enumerate(order)}
         end = len(order)
         first: dict[int, int] = {}
         last: dict[int, int] = {}
         for vid in self.producer:
             owner = self.g.value(vid).owner
-            first[vid] = pos.get(owner, -1) if owner >= 0 else -1
+            first[vid] = pos.get(owner, 0) if owner >= 0 else 0
             last[vid] = end if owner < 0 else first[vid]
         for t, node in enumerate(order):
             for used in _uses(self.g, node):
@@ -433,47 +488,61 @@ class _Builder:
         for vid in returned:
             if vid in last:
                 last[vid] = end
-        sizes: dict[int, list[float]] = {}
+        born: dict[int, list[tuple[int, list[int]]]] = {}
+        dies: dict[int, list[tuple[int, list[int]]]] = {}
         for vid in self.producer:
             made = self.produced(vid)
             info = self.tensor(vid)
             if made is None or info.shape is None:
                 continue
             shape = info.shape
-            sizes[vid] = [
-                0.0
-                if lay is None
-                else float(local_bytes(shape, lay, info.itemsize, self.mesh))
+            b = [
+                0 if lay is None else local_bytes(shape, lay, info.itemsize, self.mesh)
                 for lay in made
             ]
-        live_at: list[list[int]] = [[] for _ in range(end + 1)]
-        for vid in sizes:
-            for t in range(max(first[vid], 0), min(last[vid], end) + 1):
-                live_at[t].append(vid)
+            born.setdefault(first[vid], []).append((vid, b))
+            dies.setdefault(last[vid], []).append((vid, b))
+        acc: dict[int, list[int]] = {}
+        frozen: dict[int, tuple[float, ...]] = {}  # acc as of the last point
+        changed: set[int] = set()
+        fixed = 0
         points: list[MemoryPoint] = []
-        sets = [frozenset(s) for s in live_at]
-        for t, live in enumerate(live_at):
-            if not live:
-                continue
-            if (t > 0 and sets[t] <= sets[t - 1]) or (
-                t < end and sets[t] < sets[t + 1]
-            ):
-                continue  # a neighbouring point holds these values (and more)
-            per_group: dict[int, list[float]] = {}
-            fixed = 0.0
-            for vid in live:
-                group = self.members[self.producer[vid][0]].group
-                b = sizes[vid]
-                if len(set(b)) == 1:
-                    fixed += b[0]
-                    continue
-                acc = per_group.setdefault(group, [0.0] * len(b))
-                for i, x in enumerate(b):
-                    acc[i] += x
-            where = str(order[t].loc) if t < end else "the end of @main"
-            terms = tuple((g, tuple(b)) for g, b in sorted(per_group.items()))
-            points.append(MemoryPoint(terms, fixed, where))
+        for t in range(end + 1):
+            for vid, b in born.get(t, ()):
+                fixed += self._count(acc, changed, vid, b, 1)
+            if (t == 0 or t in born) and (t == end or t in dies):
+                for g in changed:
+                    vec = acc[g]
+                    if any(vec):
+                        frozen[g] = tuple(float(x) for x in vec)
+                    else:
+                        frozen.pop(g, None)
+                changed.clear()
+                terms = tuple(sorted(frozen.items()))
+                where = str(order[t].loc) if t < end else "the end of @main"
+                points.append(MemoryPoint(terms, float(fixed), where))
+            for vid, b in dies.get(t, ()):
+                fixed += self._count(acc, changed, vid, b, -1)
         return points
+
+    def _count(
+        self,
+        acc: dict[int, list[int]],
+        changed: set[int],
+        vid: int,
+        b: list[int],
+        sign: int,
+    ) -> int:
+        """Adds (sign 1) or removes (-1) a value's bytes per strategy of its
+        group; returns the change of the fixed part (bytes no choice moves)."""
+        if min(b) == max(b):
+            return sign * b[0]
+        group = self.members[self.producer[vid][0]].group
+        changed.add(group)
+        vec = acc.setdefault(group, [0] * len(b))
+        for i, x in enumerate(b):
+            vec[i] += sign * x
+        return 0
 
 
 def merge_edges(edges: Sequence[Edge]) -> list[Edge]:
@@ -530,11 +599,12 @@ def _uses(graph: Graph, node: Node) -> list[int]:
 def build(
     graph: Graph,
     cost: CostModel,
-    share_layers: bool = True,
+    share_layers: bool = False,
+    caches: Caches | None = None,
 ) -> Built:
     main = find_main(graph)
     mesh_name, mesh = find_mesh(graph)
-    b = _Builder(graph, mesh_name, mesh, cost)
+    b = _Builder(graph, mesh_name, mesh, cost, caches or Caches())
     block = main.regions[0][0]
     arg_attrs = main.attr("arg_attrs")
     auto_args = []

@@ -208,8 +208,14 @@ class AutoShardResult:
         """The summary, then one line per decided member."""
         lines = [self.summary()]
         for c in self.choices():
-            line = f"  {c.what}: {c.strategy}, {_fmt_seconds(c.seconds)}"
+            line = (
+                f"  {c.what}: chosen by auto-sharding: {c.strategy}, estimated "
+                f"{_fmt_seconds(c.seconds)}"
+            )
             if c.next_best:
-                line += f"; next best {c.next_best} +{_fmt_seconds(c.next_delta)}"
+                line += (
+                    f"; next best {c.next_best} (+{_fmt_seconds(c.next_delta)} "
+                    "for the program)"
+                )
             lines.append(line)
         return "\n".join(lines) + "\n"

@@ -60,7 +60,7 @@ class Strategy:
         outs = ", ".join(
             "-" if lay is None else layout_text(lay) for lay in self.results
         )
-        text = f"{ins} -> {outs}"
+        text = f"{ins} -> {outs}" if self.operands else outs
         return f"{text} ({self.note})" if self.note else text
 
 
