@@ -42,6 +42,7 @@ from meshjit.frontend.trace import (
     leaf_dtype,
 )
 from meshjit.passes import JIT_PROPAGATION
+from meshjit.passes.autoshard.result import AutoShardResult
 from meshjit.passes.partition import PartitionReport
 
 STAGES = ("traced", "sharded", "propagated", "partitioned")
@@ -181,6 +182,7 @@ class Lowered(_Stage):
         }
         self._aliases: dict[int, int] | None = None
         self._unusable: list[str] = []
+        self._auto_shard: object = None  # the auto-shard pass's result
 
     @property
     def inputs(self) -> LoweringInputs:
@@ -206,7 +208,8 @@ class Lowered(_Stage):
             return self._texts[stage]
         if stage == "propagated":
             try:
-                text, _ = _run(self._texts["sharded"], self.propagation)
+                text, diags = _run(self._texts["sharded"], self.propagation)
+                self._auto_shard = diags.payloads.get("auto-shard")
             except DiagnosticError as err:
                 raise pipeline_error(self._inputs.api, err) from None
             self._texts["propagated"] = text
@@ -287,12 +290,15 @@ class Lowered(_Stage):
         module = parse_module(text, make_context(), source)
         with graph_session(module):
             if propagated is None:
-                run_pipeline(
+                diags = run_pipeline(
                     parse_pipeline(self.propagation, module.context),
                     module,
                     source,
                     Instrumentation(),
                 )
+                found = diags.payloads.get("auto-shard")
+                if found is not None:
+                    self._auto_shard = found
             aliases = self._donation(interface_shardings(module))
             if aliases:
                 write_attrs(module, alias_plan(module, aliases, source))
@@ -615,6 +621,15 @@ class Compiled(_Stage):
     @property
     def lowered(self) -> Lowered:
         return self._lowered
+
+    @property
+    def auto_shard(self) -> AutoShardResult | None:
+        """With AUTO leaves: what the auto-shard pass chose (its `summary()`:
+        status, estimated step time, solve time, peak memory; `text()`: every
+        decision with its cost and the next-best layout). None without AUTO
+        leaves, or when the compile came from the persistent cache."""
+        found = self._lowered._auto_shard
+        return found if isinstance(found, AutoShardResult) else None
 
     @property
     def partition_report(self) -> PartitionReport:

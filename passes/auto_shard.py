@@ -1,7 +1,7 @@
 """Choose every sharding the program leaves open with an integer program over
 the partitioner's cost model (what `jax.sharding.AUTO` asked XLA for).
 
-Calls are inlined first. Each op of @main gets one strategy per way to put
+Calls are inlined first (`compiler/inline.py`). Each op of @main gets one strategy per way to put
 the mesh axes on its rule's factors; an argument or result without a
 sharding gets one per layout; the integer program (`autoshard/ilp.py`,
 HiGHS) picks the strategies that minimise the estimated time (compute plus
@@ -24,7 +24,7 @@ from meshjit.compiler.diagnostics import Diagnostics
 from meshjit.compiler.graph import read_graph, write_attrs
 from meshjit.compiler.ir import ir
 from meshjit.compiler.pass_base import ModulePass
-from meshjit.compiler.pipeline import run_upstream
+from meshjit.compiler.inline import inline_calls
 from meshjit.passes.autoshard.build import (
     AutoShardError,
     Caches,
@@ -108,7 +108,7 @@ class AutoShardPass(ModulePass):
             diags.error(where, "auto-shard: time-limit must be positive (seconds)")
             return
         start = time.perf_counter()
-        run_upstream(module, "inline", diags.source_name, "auto-shard's inlining")
+        inline_calls(module)
         graph = read_graph(module, diags.source_name)
         try:
             caches = Caches()

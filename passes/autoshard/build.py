@@ -20,13 +20,15 @@ iotas (free: the partitioner makes them where they are used).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import functools
+import math
 from dataclasses import dataclass, field
 
 from meshjit.compiler.diagnostics import SourceLoc
 from meshjit.compiler.graph import Graph, Node, Opaque
 from meshjit.compiler.op_info import combiner, op_info
 from meshjit.dialects.reshard import Layout
-from meshjit.dialects.rules import ShardingRule
+from meshjit.dialects.rules import ShardingRule, pointwise_rule
 from meshjit.dialects.sdy_text import (
     parse_mesh,
     parse_sharding,
@@ -35,7 +37,7 @@ from meshjit.dialects.sdy_text import (
 from meshjit.dialects.sharding import DimSharding, MeshModel, TensorSharding
 from meshjit.dialects.stablehlo_rules import REDUCIBLE_COMBINERS, RULES
 from meshjit.errors import ShardingError
-from meshjit.passes.autoshard.problem import Edge, MemoryPoint, Problem
+from meshjit.passes.autoshard.problem import Edge, MemoryPoint, Problem, Shared
 from meshjit.passes.autoshard.strategies import (
     REDUCING_OPS,
     Strategy,
@@ -310,6 +312,8 @@ class _Builder:
         operands = [self.tensor(v) for v in node.operands]
         results = [self.tensor(v) for v in node.results]
         work = op_work(self.g, node)
+        if _fusible(node.op, rule):
+            work = (work[0], self._fused_bytes(node, operands, results))
         key = (node.op, rule, reducible, tuple(operands), tuple(results), work)
         strategies = self.caches.strategies.get(key)
         if strategies is None:
@@ -341,6 +345,28 @@ class _Builder:
                 tuple(self.g.value(v).dtype for v in (*node.operands, *node.results)),
             )
         self.add(member, tie)
+
+    def _fused_bytes(
+        self, node: Node, operands: Sequence[TensorInfo], results: Sequence[TensorInfo]
+    ) -> float:
+        """Bytes a fusible op moves once XLA fused it with its fusible
+        neighbours: the operands a non-fusible op (or an argument) made,
+        read into the fusion, and the results something other than a
+        fusible op reads (or @main returns), written out of it."""
+        total = 0.0
+        for vid, t in zip(node.operands, operands, strict=True):
+            owner = self.g.value(vid).owner
+            if t.shape is not None and (
+                owner < 0 or not _fusible_op(self.g.node(owner).op)
+            ):
+                total += math.prod(t.shape) * t.itemsize
+        for vid, t in zip(node.results, results, strict=True):
+            if t.shape is None:
+                continue
+            users = [self.g.node(u) for u in self.g.users(vid)]
+            if not users or any(not _fusible_op(u.op) for u in users):
+                total += math.prod(t.shape) * t.itemsize
+        return total
 
     def _matching(
         self, strategies: list[Strategy], text: str, node: Node, what: str
@@ -470,9 +496,8 @@ class _Builder:
         self, order: Sequence[Node], returned: Sequence[int]
     ) -> list[MemoryPoint]:
         """Per program point: the per-device bytes of the values live there
-        (arguments all along; results to the end). Only points whose live
-        set no neighbouring point holds as well: values are made there and
-        some die there."""
+        (arguments all along; results to the end), leaving out points whose
+        values a neighbouring point holds as well."""
         pos = {n.id: t for t, n in enumerate(order)}
         end = len(order)
         first: dict[int, int] = {}
@@ -510,7 +535,11 @@ class _Builder:
         for t in range(end + 1):
             for vid, b in born.get(t, ()):
                 fixed += self._count(acc, changed, vid, b, 1)
-            if (t == 0 or t in born) and (t == end or t in dies):
+            # Not a point whose values the one before holds too (nothing is
+            # made here), nor one the next strictly contains (nothing dies
+            # here and something is made next).
+            grows = t < end and t not in dies and (t + 1) in born
+            if (t == 0 or t in born) and not grows:
                 for g in changed:
                     vec = acc[g]
                     if any(vec):
@@ -582,6 +611,60 @@ def merge_edges(edges: Sequence[Edge]) -> list[Edge]:
     return out
 
 
+def _independent_reductions(graph: Graph, order: Sequence[Node]) -> frozenset[int]:
+    """Top-level ops from whose results no contraction or reduction can be
+    reached: their partial results are reduced independently of one another
+    (the gradients of a train step), so the collectives that reduce them are
+    combined into one (XLA combines all-reduces; meshjit's partitioner
+    combines reduce-scatters) and pay one launch latency between them."""
+    top = {n.id: n.id for n in order}
+
+    def ancestor(nid: int) -> int | None:
+        while nid not in top:
+            parent = graph.node(nid).parent
+            if parent < 0:
+                return None
+            nid = parent
+        return nid
+
+    reaches: dict[int, bool] = {}
+    for node in reversed(order):
+        found = False
+        for vid in node.results:
+            for user in graph.users(vid):
+                up = ancestor(user)
+                if up is None or up == node.id:
+                    continue
+                if graph.node(up).op in REDUCING_OPS or reaches.get(up, True):
+                    found = True
+                    break
+            if found:
+                break
+        reaches[node.id] = found
+    return frozenset(n.id for n in order if not reaches[n.id] and n.op in REDUCING_OPS)
+
+
+# Ops XLA fuses into loops with their elementwise neighbours (besides the
+# pointwise ones): their memory traffic is the fusion's, not their own.
+_FUSIBLE = frozenset(
+    {
+        "stablehlo.broadcast_in_dim",
+        "stablehlo.convert",
+        "stablehlo.reshape",
+        "stablehlo.transpose",
+    }
+)
+
+
+@functools.cache
+def _fusible_op(op: str) -> bool:
+    return op in _FUSIBLE or RULES.entry(op) is pointwise_rule
+
+
+def _fusible(op: str, rule: ShardingRule) -> bool:
+    return op in _FUSIBLE or (_fusible_op(op) and is_elementwise(rule))
+
+
 def _whole(shape: tuple[int, ...] | None) -> Layout | None:
     return None if shape is None else tuple(() for _ in shape)
 
@@ -629,9 +712,23 @@ def build(
         _add_node(b, node, share_layers)
     res_attrs = main.attr("res_attrs")
     costs = [[0.0] * n for n in b.group_sizes]
+    independent = _independent_reductions(graph, order)
+    sharing: dict[str, tuple[float, list[tuple[int, int]]]] = {}
     for member in b.members:
+        alone = member.node not in independent
         for i, own in enumerate(member.pick):
-            costs[member.group][i] += member.strategies[own].cost
+            s = member.strategies[own]
+            costs[member.group][i] += s.cost
+            if alone or not s.kind or not s.latency:
+                continue
+            costs[member.group][i] -= s.latency
+            most, members = sharing.get(s.kind, (0.0, []))
+            members.append((member.group, i))
+            sharing[s.kind] = (max(most, s.latency), members)
+    shared = tuple(
+        Shared(seconds, tuple(dict.fromkeys(members)), f"independent {kind}s")
+        for kind, (seconds, members) in sorted(sharing.items())
+    )
     auto_results = []
     for i, vid in enumerate(returned):
         text = _entry_sharding(res_attrs, i)
@@ -646,7 +743,9 @@ def build(
                 costs[group][k] += b.reshard(vid, made_lay, want)
     edges = merge_edges(b.edges(costs))
     memory = b.memory(order, returned)
-    problem = Problem(tuple(tuple(c) for c in costs), tuple(edges), tuple(memory))
+    problem = Problem(
+        tuple(tuple(c) for c in costs), tuple(edges), tuple(memory), shared
+    )
     return Built(
         graph,
         problem,

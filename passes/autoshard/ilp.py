@@ -18,8 +18,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array
 
 from meshjit.passes.autoshard.problem import Problem
 
@@ -54,6 +52,16 @@ class _Model:
             self.rows.append((cols, [1.0] * len(c), 1.0, 1.0))
         for e in problem.edges:
             self._edge(e.src, e.dst, e.src_class, e.dst_class, e.cost)
+        for shared in problem.shared:
+            # z >= (sum of a group's member strategies) for every group: with
+            # z in [0, 1] minimised, z = 1 exactly when a member is chosen
+            z = self.new(shared.seconds * _SCALE)
+            by_group: dict[int, list[int]] = {}
+            for g, i in shared.members:
+                by_group.setdefault(g, []).append(self.var(g, i))
+            for cols in by_group.values():
+                vals = [1.0] + [-1.0] * len(cols)
+                self.rows.append(([z, *cols], vals, 0.0, np.inf))
 
     def var(self, group: int, strategy: int) -> int:
         return self.offset[group] + strategy
@@ -125,6 +133,10 @@ class _Model:
                 self.rows.append((cols, vals, -np.inf, budget - p.fixed))
 
     def solve(self, time_limit: float) -> tuple[object, float]:
+        # scipy is imported here, not with meshjit: only auto-sharding needs it
+        from scipy.optimize import Bounds, LinearConstraint, milp
+        from scipy.sparse import coo_array
+
         n = len(self.c)
         data: list[float] = []
         rows: list[int] = []

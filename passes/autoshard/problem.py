@@ -36,16 +36,30 @@ class MemoryPoint:
 
 
 @dataclass(frozen=True, slots=True)
+class Shared:
+    """A cost paid once if any of its (group, strategy) members is chosen:
+    the launch latency of independent collectives combined into one."""
+
+    seconds: float
+    members: tuple[tuple[int, int], ...]
+    what: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Problem:
     costs: tuple[tuple[float, ...], ...]  # per group, per strategy: seconds
     edges: tuple[Edge, ...]
     memory: tuple[MemoryPoint, ...]
+    shared: tuple[Shared, ...] = ()
 
     def objective(self, choice: Sequence[int]) -> float:
         """Estimated seconds of a choice (one strategy per group)."""
         total = sum(c[i] for c, i in zip(self.costs, choice, strict=True))
         for e in self.edges:
             total += e.cost[e.src_class[choice[e.src]]][e.dst_class[choice[e.dst]]]
+        for s in self.shared:
+            if any(choice[g] == i for g, i in s.members):
+                total += s.seconds
         return total
 
     def peak(self, choice: Sequence[int]) -> tuple[float, str]:

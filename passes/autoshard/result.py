@@ -140,13 +140,20 @@ class AutoShardResult:
         chosen = self.choice[g]
         strategy = member.strategies[member.pick[chosen]]
         base = self._local(g, chosen, edges)
+        others = sorted(
+            (self._local(g, i, edges) - base, i)
+            for i, own in enumerate(member.pick)
+            if member.strategies[own].results != strategy.results
+        )
         best: tuple[float, int] | None = None
-        for i, own in enumerate(member.pick):
-            if member.strategies[own].results == strategy.results:
-                continue
-            delta = self._local(g, i, edges) - base
-            if best is None or delta < best[0]:
-                best = (delta, i)
+        for delta, i in others:  # the cheapest that fits the memory budget
+            if self.budget is not None:
+                choice = list(self.choice)
+                choice[g] = i
+                if self.built.problem.peak(choice)[0] > self.budget:
+                    continue
+            best = (delta, i)
+            break
         next_text, delta = "", 0.0
         if best is not None:
             delta, i = best

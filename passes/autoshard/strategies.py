@@ -14,6 +14,7 @@ whole (the search does not weigh halo exchanges or moves). Pure Python.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -48,6 +49,11 @@ class Strategy:
     compute: float  # the op's share of the work on one device
     collective: float  # reducing a partial result (all-reduce / reduce-scatter)
     note: str = ""  # "all-reduce over x", "reduce-scatter over x onto dim 1"
+    # The reduction's kind and the launch latency inside `collective`: where
+    # independent reductions are combined into one collective (XLA's
+    # all-reduce combiner, meshjit's reduce-scatter combining), they share it.
+    kind: str = ""
+    latency: float = 0.0
 
     @property
     def cost(self) -> float:
@@ -177,13 +183,19 @@ def _reduced(
     """A strategy whose results are partial over `partial`: all-reduced, or
     (one result) reduce-scattered onto a dim the axes divide."""
     names = ",".join(a.name for a in partial)
-    seconds = 0.0
+    bytes_only = dataclasses.replace(cost, latency=0.0)
+    seconds = latency = 0.0
     for lay, t in zip(outs, results, strict=True):
         if lay is not None and t.shape is not None:
-            seconds += reshard_seconds(
-                lay, lay, t.shape, t.itemsize, mesh, partial, cost
+            full = reshard_seconds(lay, lay, t.shape, t.itemsize, mesh, partial, cost)
+            seconds += full
+            latency += full - reshard_seconds(
+                lay, lay, t.shape, t.itemsize, mesh, partial, bytes_only
             )
-    found = [Strategy(factors, ins, outs, compute, seconds, f"all-reduce over {names}")]
+    note = f"all-reduce over {names}"
+    found = [
+        Strategy(factors, ins, outs, compute, seconds, note, "all-reduce", latency)
+    ]
     if len(outs) != 1 or outs[0] is None or results[0].shape is None:
         return found
     lay, shape = outs[0], results[0].shape
@@ -192,11 +204,17 @@ def _reduced(
         if n % span(scattered, mesh):
             continue
         dst = tuple(scattered if k == d else axes for k, axes in enumerate(lay))
-        seconds = reshard_seconds(
-            lay, dst, shape, results[0].itemsize, mesh, partial, cost
+        size = results[0].itemsize
+        seconds = reshard_seconds(lay, dst, shape, size, mesh, partial, cost)
+        latency = seconds - reshard_seconds(
+            lay, dst, shape, size, mesh, partial, bytes_only
         )
         note = f"reduce-scatter over {names} onto dim {d}"
-        found.append(Strategy(factors, ins, (dst,), compute, seconds, note))
+        found.append(
+            Strategy(
+                factors, ins, (dst,), compute, seconds, note, "reduce-scatter", latency
+            )
+        )
     return found
 
 

@@ -22,7 +22,13 @@ from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.dialects.sharding import AxisRef, MeshModel
 from meshjit.passes.autoshard.build import build
 from meshjit.passes.autoshard.ilp import min_peak, solve
-from meshjit.passes.autoshard.problem import Edge, MemoryPoint, Problem, brute_force
+from meshjit.passes.autoshard.problem import (
+    Edge,
+    MemoryPoint,
+    Problem,
+    Shared,
+    brute_force,
+)
 from meshjit.passes.autoshard.result import AutoShardResult, fmt_bytes
 from meshjit.passes.autoshard.strategies import (
     TensorInfo,
@@ -102,7 +108,11 @@ def _random_problem(rng: random.Random) -> Problem:
             for g in sorted(groups)
         )
         memory.append(MemoryPoint(terms, float(rng.randint(0, 20)), f"p{len(memory)}"))
-    return Problem(costs, tuple(edges), tuple(memory))
+    shared = []
+    for _ in range(rng.randint(0, 2)):
+        members = {(g, rng.randrange(sizes[g])) for g in range(len(sizes))}
+        shared.append(Shared(rng.uniform(0, 1e-3), tuple(sorted(members))))
+    return Problem(costs, tuple(edges), tuple(memory), tuple(shared))
 
 
 @pytest.mark.parametrize("seed", range(40))

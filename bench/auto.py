@@ -1,0 +1,375 @@
+"""Auto-sharding against hand-written layouts, side by side in one process.
+
+`python -m bench.auto [--only NAME] [--steps N] [--out FILE]`: for each
+real-model workload on the meshes (8,) and (2, 4), compiles the step with
+every argument and result `AUTO(mesh)` and with the hand layouts an expert
+would try first: data parallel (batch split over every axis, parameters
+replicated), FSDP (parameters also split on their first dim the mesh
+divides) and the workload's own layouts for that mesh (Megatron DP x TP,
+expert parallel, ...). Reports step time (interleaved medians) of each,
+AUTO / the best hand layout, XLA's per-device memory, the solver's status,
+size and time, and numerics against one device. Then one memory case: AUTO
+with a budget of 3/4 of data parallelism's peak (the search's own estimate
+of it), which must fit and run. Benchmarks print figures; they never fail on
+a timing.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import argparse
+import datetime
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import meshjit
+from bench.models import MODELS
+from bench.workloads import ALL, Workload, bench_mesh
+from meshjit.passes.autoshard.result import fmt_bytes
+from meshjit.sharding import AUTO
+
+# Per workload: which positional arguments are the batch (the rest are
+# parameters and optimizer state; a 0-d argument stays replicated).
+BATCH_ARGS: dict[str, tuple[int, ...]] = {
+    "mlp_train_dp_tp": (2, 3),
+    "fsdp_adam": (4,),
+    "resnet_train": (1, 2),
+    "gpt2_train": (1, 2),
+    "llama_fsdp": (4, 5),
+    "vit_fwd": (1,),
+    "t5_fwd": (1, 2),
+    "moe_layer": (0,),
+}
+MESHES = ("8", "2x4")
+
+
+@dataclass
+class Case:
+    workload: str
+    mesh: str
+    steps_ms: dict[str, float] = field(default_factory=dict)
+    memory: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, float] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    auto_summary: str = ""
+    auto_layouts: str = ""
+    solve_s: float = math.nan
+    build_s: float = math.nan
+
+    def best_hand(self) -> tuple[str, float]:
+        hand = {k: v for k, v in self.steps_ms.items() if k != "AUTO"}
+        if not hand:
+            return "", math.nan
+        name = min(hand, key=lambda k: hand[k])
+        return name, hand[name]
+
+
+def _find(name: str) -> Workload:
+    for w in (*ALL, *MODELS):
+        if w.name == name:
+            return w
+    raise KeyError(name)
+
+
+def _all_axes(mesh: jax.sharding.Mesh) -> Any:
+    names = tuple(mesh.axis_names)
+    return names[0] if len(names) == 1 else names
+
+
+def _split_first(x: Any, mesh: jax.sharding.Mesh, any_dim: bool) -> P:
+    """The leaf split over every mesh axis on its first dim the mesh size
+    divides (only dim 0 unless `any_dim`), else replicated."""
+    shape = np.shape(x)
+    for d, n in enumerate(shape):
+        if n % mesh.size == 0:
+            return P(*([None] * d), _all_axes(mesh))
+        if not any_dim:
+            break
+    return P()
+
+
+def hand_layouts(work: Workload, mesh_name: str) -> dict[str, tuple[Any, Any]]:
+    """name -> (in_shardings, out_shardings) of the layouts an expert tries."""
+    mesh = bench_mesh(mesh_name)
+    args = work.make_args()
+    batch = BATCH_ARGS[work.name]
+
+    def layout(params_split: bool) -> tuple[Any, Any]:
+        specs = []
+        for i, a in enumerate(args):
+            if i in batch:
+                specs.append(jax.tree.map(lambda x: _split_first(x, mesh, False), a))
+            elif params_split:
+                specs.append(jax.tree.map(lambda x: _split_first(x, mesh, True), a))
+            else:
+                specs.append(jax.tree.map(lambda _: P(), a))
+        shard = jax.tree.map(
+            lambda s: NamedSharding(mesh, s),
+            tuple(specs),
+            is_leaf=lambda s: isinstance(s, P),
+        )
+        return shard, None
+
+    out = {"DP": layout(False), "FSDP": layout(True)}
+    for own in work.layouts:
+        if own.mesh != mesh_name:
+            continue
+
+        def named(specs: Any) -> Any:
+            return jax.tree.map(
+                lambda s: NamedSharding(mesh, s),
+                specs,
+                is_leaf=lambda s: isinstance(s, P),
+            )
+
+        out[own.name] = (named(own.in_specs), named(own.out_specs))
+    return out
+
+
+def _memory(compiled: Any) -> int:
+    stats = compiled.memory_analysis()
+    if stats is None:
+        return 0
+    return int(
+        stats.argument_size_in_bytes
+        + stats.output_size_in_bytes
+        + stats.temp_size_in_bytes
+        - stats.alias_size_in_bytes
+    )
+
+
+def _rel_err(got: Any, want: Any) -> float:
+    err = 0.0
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        scale = max(float(np.abs(w).max()), 1e-30)
+        err = max(err, float(np.abs(g - w).max()) / scale)
+    return err
+
+
+def _layouts_text(shardings: Any) -> str:
+    """How many argument leaves the choice splits, and over which specs."""
+    specs = [str(s.spec) for s in jax.tree.leaves(shardings)]
+    split = sum(1 for s in specs if s != "PartitionSpec()")
+    common = sorted(set(specs), key=specs.count, reverse=True)[:3]
+    return f"{split}/{len(specs)} argument leaves split; most common {', '.join(common)}"
+
+
+def run_case(work: Workload, mesh_name: str, steps: int) -> Case:
+    case = Case(work.name, mesh_name)
+    mesh = bench_mesh(mesh_name)
+    args = work.make_args()
+    one = jax.devices()[0]
+    want = jax.jit(work.reference or work.fn)(*jax.device_put(args, one))
+    runs: dict[str, Callable[[], Any]] = {}
+    layouts: dict[str, tuple[Any, Any]] = dict(hand_layouts(work, mesh_name))
+    layouts["AUTO"] = (AUTO(mesh), AUTO(mesh))
+    for name, (ins, outs) in layouts.items():
+        try:
+            kwargs: dict[str, Any] = {"in_shardings": ins}
+            if outs is not None:
+                kwargs["out_shardings"] = outs
+            f = meshjit.jit(work.fn, **kwargs)
+            compiled = f.lower(*args).compile()
+            placed = jax.device_put(args, compiled.input_shardings[0])
+            case.errors[name] = _rel_err(compiled(*placed), want)
+            case.memory[name] = _memory(compiled)
+            if name == "AUTO" and compiled.auto_shard is not None:
+                result = compiled.auto_shard
+                case.auto_summary = result.summary()
+                case.solve_s = result.solution.seconds
+                case.build_s = result.build_seconds
+                case.auto_layouts = _layouts_text(compiled.input_shardings[0])
+
+            def step(c: Any = compiled, a: Any = placed) -> Any:
+                return jax.block_until_ready(c(*a))
+
+            runs[name] = step
+        except Exception as err:  # a layout that does not compile is reported
+            case.failed[name] = f"{type(err).__name__}: {str(err)[:200]}"
+    for run in runs.values():
+        for _ in range(2):
+            run()
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(steps):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    case.steps_ms = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    return case
+
+
+@dataclass
+class BudgetCase:
+    workload: str
+    mesh: str
+    dp_peak: float = math.nan  # the search's estimate for data parallelism
+    budget: float = math.nan
+    peak: float = math.nan  # the budgeted choice's estimate
+    dp_ms: float = math.nan
+    auto_ms: float = math.nan
+    dp_mem: int = 0
+    auto_mem: int = 0
+    err: float = math.nan
+    note: str = ""
+
+
+def run_budget(work: Workload, mesh_name: str, steps: int) -> BudgetCase:
+    """AUTO under 3/4 of data parallelism's peak of live values."""
+    case = BudgetCase(work.name, mesh_name)
+    mesh = bench_mesh(mesh_name)
+    args = work.make_args()
+    want = jax.jit(work.reference or work.fn)(*jax.device_put(args, jax.devices()[0]))
+    dp_in, _ = hand_layouts(work, mesh_name)["DP"]
+    dp = meshjit.jit(work.fn, in_shardings=dp_in, out_shardings=AUTO(mesh))
+    dp_compiled = dp.lower(*args).compile()  # arguments fixed: only DP's peak
+    assert dp_compiled.auto_shard is not None
+    case.dp_peak = dp_compiled.auto_shard.peak()[0]
+    case.budget = 0.75 * case.dp_peak
+    auto = AUTO(mesh, memory_budget=int(case.budget))
+    f = meshjit.jit(work.fn, in_shardings=auto, out_shardings=auto)
+    try:
+        compiled = f.lower(*args).compile()
+    except Exception as err:
+        case.note = f"{type(err).__name__}: {str(err)[:300]}"
+        return case
+    assert compiled.auto_shard is not None
+    case.peak = compiled.auto_shard.peak()[0]
+    placed = jax.device_put(args, compiled.input_shardings[0])
+    case.err = _rel_err(compiled(*placed), want)
+    dp_placed = jax.device_put(args, dp_compiled.input_shardings[0])
+    case.dp_mem, case.auto_mem = _memory(dp_compiled), _memory(compiled)
+    a, b = [], []
+    for i in range(steps + 2):
+        start = time.perf_counter()
+        jax.block_until_ready(dp_compiled(*dp_placed))
+        mid = time.perf_counter()
+        jax.block_until_ready(compiled(*placed))
+        if i >= 2:
+            a.append(mid - start)
+            b.append(time.perf_counter() - mid)
+    case.dp_ms, case.auto_ms = statistics.median(a) * 1e3, statistics.median(b) * 1e3
+    return case
+
+
+def report(cases: Sequence[Case], budgets: Sequence[BudgetCase]) -> list[str]:
+    lines = [
+        "| workload | mesh | AUTO step | best hand layout | AUTO / best | "
+        "other hand layouts | memory AUTO / best | solve (build) | AUTO chose | "
+        "max rel err |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    ratios = []
+    solves = []
+    for c in cases:
+        best, best_ms = c.best_hand()
+        auto_ms = c.steps_ms.get("AUTO", math.nan)
+        ratio = auto_ms / best_ms if best_ms == best_ms else math.nan
+        if ratio == ratio:
+            ratios.append(ratio)
+        if c.solve_s == c.solve_s:
+            solves.append(c.solve_s)
+        others = ", ".join(
+            f"{k} {v:.2f} ms" for k, v in c.steps_ms.items() if k not in ("AUTO", best)
+        )
+        if c.failed:
+            others += "; failed: " + ", ".join(sorted(c.failed))
+        mem = (
+            f"{c.memory['AUTO'] / c.memory[best]:.2f}x"
+            if "AUTO" in c.memory and best in c.memory and c.memory[best]
+            else "n/a"
+        )
+        lines.append(
+            f"| {c.workload} | {c.mesh} | {auto_ms:.2f} ms | {best} {best_ms:.2f} ms | "
+            f"{ratio:.2f}x | {others} | {mem} | {c.solve_s:.2f} s ({c.build_s:.2f} s) | "
+            f"{c.auto_layouts} | {max(c.errors.values(), default=math.nan):.1e} |"
+        )
+    lines.append("")
+    if ratios:
+        lines.append(
+            f"AUTO / best hand layout: median {statistics.median(ratios):.2f}x, "
+            f"worst {max(ratios):.2f}x, best {min(ratios):.2f}x over {len(ratios)} cases; "
+            f"solve time: median {statistics.median(solves):.2f} s, "
+            f"worst {max(solves):.2f} s"
+        )
+    for c in cases:
+        if c.failed:
+            for k, v in c.failed.items():
+                lines.append(f"- {c.workload}/{c.mesh} {k} failed: {v}")
+    lines.append("")
+    lines.append("Searches (auto-shard's own summary):")
+    for c in cases:
+        lines.append(f"- {c.workload}/{c.mesh}: {c.auto_summary}")
+    lines.append("")
+    lines.append(
+        "Memory budget (3/4 of data parallelism's peak of live values, as the "
+        "search estimates it):"
+    )
+    for b in budgets:
+        if b.note:
+            lines.append(f"- {b.workload}/{b.mesh}: {b.note}")
+            continue
+        fits = "fits" if b.peak <= b.budget else "DOES NOT FIT"
+        lines.append(
+            f"- {b.workload}/{b.mesh}: DP peak {fmt_bytes(b.dp_peak)}, budget "
+            f"{fmt_bytes(b.budget)}, chosen peak {fmt_bytes(b.peak)} ({fits}); XLA's "
+            f"memory per device DP {fmt_bytes(b.dp_mem)}, AUTO {fmt_bytes(b.auto_mem)}; "
+            f"step DP {b.dp_ms:.2f} ms, AUTO {b.auto_ms:.2f} ms; max rel err {b.err:.1e}"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", help="workload name (repeatable)")
+    parser.add_argument("--mesh", action="append", choices=MESHES)
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--out", help="also write the report (markdown) here")
+    args = parser.parse_args(argv)
+    names = args.only or list(BATCH_ARGS)
+    meshes = args.mesh or list(MESHES)
+    cases = []
+    for name in names:
+        for mesh in meshes:
+            print(f"== {name} on {mesh}", file=sys.stderr, flush=True)
+            cases.append(run_case(_find(name), mesh, args.steps))
+    budgets = []
+    for name in ("gpt2_train", "mlp_train_dp_tp"):
+        if name in names:
+            print(f"== {name} with a memory budget", file=sys.stderr, flush=True)
+            budgets.append(run_budget(_find(name), "8", args.steps))
+    lines = report(cases, budgets)
+    print("\n".join(lines))
+    if args.out:
+        head = [
+            "# Auto-sharding against hand layouts",
+            "",
+            f"Generated by `python -m bench.auto` on "
+            f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; "
+            f"{jax.device_count()} {jax.devices()[0].platform} devices, jax "
+            f"{jax.__version__}. Step times are medians of interleaved runs in one "
+            "process; ratios, not seconds, are what compare.",
+            "",
+        ]
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write("\n".join(head + lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
