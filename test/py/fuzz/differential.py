@@ -130,6 +130,39 @@ def check(prog: Program) -> None:
             )
 
 
+def check_auto(prog: Program) -> None:
+    """The program with every argument and output AUTO (meshjit chooses the
+    layouts by its integer program; `with_sharding_constraint`s inside stay
+    as written): it runs, matches the unsharded run, and reports a
+    sharding on the program's mesh for every argument."""
+    mesh = prog.mesh()
+    auto = meshjit.sharding.AUTO(mesh)
+    f = meshjit.jit(prog.build(mesh), in_shardings=auto, out_shardings=auto)
+    args = prog.args()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # host arguments: moved without a note
+        if prog.api == "pjit":  # bare PartitionSpecs inside: the mesh context
+            with mesh:
+                compiled = f.lower(*args).compile()
+        else:
+            compiled = f.lower(*args).compile()
+        got = jax.tree.leaves(compiled(*args))
+    for s in jax.tree.leaves(compiled.input_shardings):
+        assert s.mesh.shape == prog.mesh_jax().shape, prog.describe()
+    want = reference(prog)
+    values = prog.output_values()
+    assert len(got) == len(want) == len(values), prog.describe()
+    for k, (g, w, v) in enumerate(zip(got, want, values, strict=True)):
+        where = f"output {k} (all AUTO) of\n{prog.describe()}"
+        assert g.shape == w.shape and g.dtype == w.dtype, where
+        if v.exact:
+            np.testing.assert_array_equal(np.asarray(g), w, err_msg=where)
+        else:
+            np.testing.assert_allclose(
+                np.asarray(g), w, rtol=RTOL, atol=ATOL, err_msg=where
+            )
+
+
 # ----------------------------------------------------------------------------
 # Propagation against Shardy's (test oracle)
 

@@ -33,7 +33,14 @@ from hypothesis import strategies as st
 
 import meshjit
 
-from .differential import check, compare_with_shardy, jitted, known_bug, place_args
+from .differential import (
+    check,
+    check_auto,
+    compare_with_shardy,
+    jitted,
+    known_bug,
+    place_args,
+)
 from .programs import Program, programs, spec_text
 
 FAST = settings(
@@ -51,6 +58,16 @@ FAST = settings(
 def test_meshjit_matches_unsharded_run(prog: Program) -> None:
     assume(known_bug(prog) is None)
     check(prog)
+
+
+@pytest.mark.devices(8)
+@settings(FAST, max_examples=int(os.environ.get("MESHJIT_FUZZ_AUTO_CASES", "20")))
+@given(programs())
+def test_auto_sharding_matches_unsharded_run(prog: Program) -> None:
+    """Every argument and output AUTO: the layouts the integer program
+    chooses compute what the unsharded program computes."""
+    assume(known_bug(prog) is None)
+    check_auto(prog)
 
 
 @pytest.mark.devices(8)
@@ -180,6 +197,7 @@ class _Stats:
 
 LONG_CASES = int(os.environ.get("MESHJIT_FUZZ_CASES", "10000"))
 SHARDY_EVERY = int(os.environ.get("MESHJIT_FUZZ_SHARDY_EVERY", "4"))
+AUTO_EVERY = int(os.environ.get("MESHJIT_FUZZ_AUTO_EVERY", "4"))
 
 
 @pytest.mark.slow
@@ -198,6 +216,8 @@ def test_long_profile() -> None:
         stats.cases += 1
         try:
             check(prog)
+            if stats.cases % AUTO_EVERY == 0:
+                check_auto(prog)
             if stats.cases % SHARDY_EVERY == 0:
                 found = compare_with_shardy(prog)
                 stats.values += found.values
