@@ -69,6 +69,7 @@ class Case:
     auto_layouts: str = ""
     solve_s: float = math.nan
     build_s: float = math.nan
+    same_as: str = ""  # a hand layout whose partitioned program AUTO's equals
 
     def best_hand(self) -> tuple[str, float]:
         hand = {k: v for k, v in self.steps_ms.items() if k != "AUTO"}
@@ -166,7 +167,9 @@ def _layouts_text(shardings: Any) -> str:
     specs = [str(s.spec) for s in jax.tree.leaves(shardings)]
     split = sum(1 for s in specs if s != "PartitionSpec()")
     common = sorted(set(specs), key=specs.count, reverse=True)[:3]
-    return f"{split}/{len(specs)} argument leaves split; most common {', '.join(common)}"
+    return (
+        f"{split}/{len(specs)} argument leaves split; most common {', '.join(common)}"
+    )
 
 
 def run_case(work: Workload, mesh_name: str, steps: int) -> Case:
@@ -176,6 +179,7 @@ def run_case(work: Workload, mesh_name: str, steps: int) -> Case:
     one = jax.devices()[0]
     want = jax.jit(work.reference or work.fn)(*jax.device_put(args, one))
     runs: dict[str, Callable[[], Any]] = {}
+    programs: dict[str, str] = {}
     layouts: dict[str, tuple[Any, Any]] = dict(hand_layouts(work, mesh_name))
     layouts["AUTO"] = (AUTO(mesh), AUTO(mesh))
     for name, (ins, outs) in layouts.items():
@@ -188,6 +192,7 @@ def run_case(work: Workload, mesh_name: str, steps: int) -> Case:
             placed = jax.device_put(args, compiled.input_shardings[0])
             case.errors[name] = _rel_err(compiled(*placed), want)
             case.memory[name] = _memory(compiled)
+            programs[name] = compiled.as_text("partitioned")
             if name == "AUTO" and compiled.auto_shard is not None:
                 result = compiled.auto_shard
                 case.auto_summary = result.summary()
@@ -201,6 +206,8 @@ def run_case(work: Workload, mesh_name: str, steps: int) -> Case:
             runs[name] = step
         except Exception as err:  # a layout that does not compile is reported
             case.failed[name] = f"{type(err).__name__}: {str(err)[:200]}"
+    same = [k for k, t in programs.items() if k != "AUTO" and t == programs.get("AUTO")]
+    case.same_as = ", ".join(same)
     for run in runs.values():
         for _ in range(2):
             run()
@@ -294,18 +301,20 @@ def report(cases: Sequence[Case], budgets: Sequence[BudgetCase]) -> list[str]:
             if "AUTO" in c.memory and best in c.memory and c.memory[best]
             else "n/a"
         )
+        same = f" (the same program as {c.same_as})" if c.same_as else ""
+        err = max(c.errors.values(), default=math.nan)
         lines.append(
-            f"| {c.workload} | {c.mesh} | {auto_ms:.2f} ms | {best} {best_ms:.2f} ms | "
-            f"{ratio:.2f}x | {others} | {mem} | {c.solve_s:.2f} s ({c.build_s:.2f} s) | "
-            f"{c.auto_layouts} | {max(c.errors.values(), default=math.nan):.1e} |"
+            f"| {c.workload} | {c.mesh} | {auto_ms:.2f} ms | "
+            f"{best} {best_ms:.2f} ms | {ratio:.2f}x{same} | {others} | {mem} | "
+            f"{c.solve_s:.2f} s ({c.build_s:.2f} s) | {c.auto_layouts} | {err:.1e} |"
         )
     lines.append("")
     if ratios:
         lines.append(
             f"AUTO / best hand layout: median {statistics.median(ratios):.2f}x, "
-            f"worst {max(ratios):.2f}x, best {min(ratios):.2f}x over {len(ratios)} cases; "
-            f"solve time: median {statistics.median(solves):.2f} s, "
-            f"worst {max(solves):.2f} s"
+            f"worst {max(ratios):.2f}x, best {min(ratios):.2f}x over "
+            f"{len(ratios)} cases; solve time: median "
+            f"{statistics.median(solves):.2f} s, worst {max(solves):.2f} s"
         )
     for c in cases:
         if c.failed:
@@ -327,9 +336,10 @@ def report(cases: Sequence[Case], budgets: Sequence[BudgetCase]) -> list[str]:
         fits = "fits" if b.peak <= b.budget else "DOES NOT FIT"
         lines.append(
             f"- {b.workload}/{b.mesh}: DP peak {fmt_bytes(b.dp_peak)}, budget "
-            f"{fmt_bytes(b.budget)}, chosen peak {fmt_bytes(b.peak)} ({fits}); XLA's "
-            f"memory per device DP {fmt_bytes(b.dp_mem)}, AUTO {fmt_bytes(b.auto_mem)}; "
-            f"step DP {b.dp_ms:.2f} ms, AUTO {b.auto_ms:.2f} ms; max rel err {b.err:.1e}"
+            f"{fmt_bytes(b.budget)}, chosen peak {fmt_bytes(b.peak)} ({fits}); "
+            f"XLA's memory per device DP {fmt_bytes(b.dp_mem)}, AUTO "
+            f"{fmt_bytes(b.auto_mem)}; step DP {b.dp_ms:.2f} ms, AUTO "
+            f"{b.auto_ms:.2f} ms; max rel err {b.err:.1e}"
         )
     return lines
 

@@ -60,11 +60,8 @@ def inline_calls(module: ir.Module, max_rounds: int = 64) -> int:
             raise InternalError(f"calls nested deeper than {max_rounds} levels")
         for name in called:
             op = funcs[name]
-            visibility = (
-                op.attributes["sym_visibility"]
-                if "sym_visibility" in op.attributes
-                else None
-            )
+
+            visibility = op.attributes.get("sym_visibility", None)
             if visibility is not None and ir.StringAttr(visibility).value == "private":
                 op.erase()
     return inlined

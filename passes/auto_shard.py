@@ -1,9 +1,9 @@
 """Choose every sharding the program leaves open with an integer program over
 the partitioner's cost model (what `jax.sharding.AUTO` asked XLA for).
 
-Calls are inlined first (`compiler/inline.py`). Each op of @main gets one strategy per way to put
-the mesh axes on its rule's factors; an argument or result without a
-sharding gets one per layout; the integer program (`autoshard/ilp.py`,
+Calls are inlined first (`compiler/inline.py`). Each op of @main gets one
+strategy per way to put the mesh axes on its rule's factors; an argument or
+result without a sharding gets one per layout; the integer program (`autoshard/ilp.py`,
 HiGHS) picks the strategies that minimise the estimated time (compute plus
 collectives, reshards between ops included) with the per-device peak of
 live values under `memory-budget`. The choice is written as closed
@@ -22,9 +22,9 @@ from typing import ClassVar
 
 from meshjit.compiler.diagnostics import Diagnostics
 from meshjit.compiler.graph import read_graph, write_attrs
+from meshjit.compiler.inline import inline_calls
 from meshjit.compiler.ir import ir
 from meshjit.compiler.pass_base import ModulePass
-from meshjit.compiler.inline import inline_calls
 from meshjit.passes.autoshard.build import (
     AutoShardError,
     Caches,

@@ -19,9 +19,9 @@ iotas (free: the partitioner makes them where they are used).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import functools
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from meshjit.compiler.diagnostics import SourceLoc
@@ -37,7 +37,13 @@ from meshjit.dialects.sdy_text import (
 from meshjit.dialects.sharding import DimSharding, MeshModel, TensorSharding
 from meshjit.dialects.stablehlo_rules import REDUCIBLE_COMBINERS, RULES
 from meshjit.errors import ShardingError
-from meshjit.passes.autoshard.problem import Edge, MemoryPoint, Problem, Shared
+from meshjit.passes.autoshard.problem import (
+    Edge,
+    FanOut,
+    MemoryPoint,
+    Problem,
+    Shared,
+)
 from meshjit.passes.autoshard.strategies import (
     REDUCING_OPS,
     Strategy,
@@ -450,8 +456,14 @@ class _Builder:
         member = self.members[m]
         return [member.strategies[own].results[r] for own in member.pick]
 
-    def edges(self, costs: list[list[float]]) -> list[Edge]:
-        out: list[Edge] = []
+    def edges(self, costs: list[list[float]]) -> tuple[list[Edge], list[FanOut]]:
+        """An edge per (value, reader group); an argument read by several
+        groups is one fan-out instead: each layout it is wanted in is made
+        once (an FSDP parameter is gathered once for the forward and the
+        backward pass). Only arguments: fan-outs price with a weaker
+        relaxation than edges, and one per value made GPT-2's search hit
+        its 30 s limit."""
+        readers: dict[int, list[tuple[int, list[Layout | None]]]] = {}
         for member in self.members:
             for k, vid in enumerate(member.operands):
                 made = self.produced(vid)
@@ -464,8 +476,47 @@ class _Builder:
                         if a is not None and b is not None:
                             costs[member.group][i] += self.reshard(vid, a, b)
                     continue
-                out.append(self._edge(vid, src_group, made, member.group, wants))
-        return out
+                readers.setdefault(vid, []).append((member.group, wants))
+        edges: list[Edge] = []
+        fans: list[FanOut] = []
+        for vid, found in readers.items():
+            made = self.produced(vid)
+            assert made is not None
+            src_group = self.members[self.producer[vid][0]].group
+            producer = self.members[self.producer[vid][0]]
+            if producer.node < 0 and len({g for g, _ in found}) > 1:
+                fans.append(self._fan(vid, src_group, made, found))
+                continue
+            for group, wants in found:
+                edges.append(self._edge(vid, src_group, made, group, wants))
+        return edges, fans
+
+    def _fan(
+        self,
+        vid: int,
+        src: int,
+        made: list[Layout | None],
+        found: list[tuple[int, list[Layout | None]]],
+    ) -> FanOut:
+        a_index: dict[Layout | None, int] = {}
+        b_index: dict[Layout | None, int] = {}
+        src_class = tuple(a_index.setdefault(lay, len(a_index)) for lay in made)
+        readers = tuple(
+            (g, tuple(b_index.setdefault(lay, len(b_index)) for lay in wants))
+            for g, wants in found
+        )
+        t = self.tensor(vid)
+        ids = self.caches.layout_ids
+        a_ids = [ids.setdefault(lay, len(ids)) for lay in a_index]
+        b_ids = [ids.setdefault(lay, len(ids)) for lay in b_index]
+        cost = tuple(
+            tuple(
+                0.0 if a is None or b is None else self._reshard_ids(t, ia, ib, a, b)
+                for b, ib in zip(b_index, b_ids, strict=True)
+            )
+            for a, ia in zip(a_index, a_ids, strict=True)
+        )
+        return FanOut(src, src_class, readers, cost)
 
     def _edge(
         self,
@@ -741,10 +792,15 @@ def build(
         for k, made_lay in enumerate(made):
             if made_lay is not None:
                 costs[group][k] += b.reshard(vid, made_lay, want)
-    edges = merge_edges(b.edges(costs))
+    found, fans = b.edges(costs)
+    edges = merge_edges(found)
     memory = b.memory(order, returned)
     problem = Problem(
-        tuple(tuple(c) for c in costs), tuple(edges), tuple(memory), shared
+        tuple(tuple(c) for c in costs),
+        tuple(edges),
+        tuple(memory),
+        shared,
+        tuple(fans),
     )
     return Built(
         graph,

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from meshjit.passes.autoshard.problem import Problem
+from meshjit.passes.autoshard.problem import FanOut, Problem
 
 _SCALE = 1e6  # seconds -> microseconds
 
@@ -64,6 +64,8 @@ class _Model:
             self.rows.append((cols, [1.0] * len(c), 1.0, 1.0))
         for e in problem.edges:
             self._edge(e.src, e.dst, e.src_class, e.dst_class, e.cost)
+        for fan in problem.fanouts:
+            self._fanout(fan)
         for shared in problem.shared:
             # z >= (sum of a group's member strategies) for every group: with
             # z in [0, 1] minimised, z = 1 exactly when a member is chosen
@@ -121,6 +123,41 @@ class _Model:
                     cols.append(self.var(dst, j))
                     vals.append(-1.0)
             self.rows.append((cols, vals, 0.0, 0.0))
+
+    def _fanout(self, fan: FanOut) -> None:
+        """Per reader g, edge variables e[g, a, b] under the marginal rows
+        (as `_edge`, no cost); u[a, b] >= e[g, a, b] for every reader, priced
+        once: b is made from class a when any reader wants it (with one-hot
+        strategies u = S[a] * OR_g t[g, b]; the relaxation stays as tight as
+        the edges')."""
+        n_a = len(fan.cost)
+        u: dict[tuple[int, int], int] = {}
+        for g, want in fan.readers:
+            used_b = sorted(set(want))
+            e = {(a, b): self.new(0.0) for a in range(n_a) for b in used_b}
+            for a in range(n_a):
+                cols = [e[a, b] for b in used_b]
+                vals = [1.0] * len(cols)
+                for i, k in enumerate(fan.src_class):
+                    if k == a:
+                        cols.append(self.var(fan.src, i))
+                        vals.append(-1.0)
+                self.rows.append((cols, vals, 0.0, 0.0))
+            for b in used_b:
+                cols = [e[a, b] for a in range(n_a)]
+                vals = [1.0] * n_a
+                for j, k in enumerate(want):
+                    if k == b:
+                        cols.append(self.var(g, j))
+                        vals.append(-1.0)
+                self.rows.append((cols, vals, 0.0, 0.0))
+            for (a, b), var in e.items():
+                cost = fan.cost[a][b]
+                if cost <= 0.0:
+                    continue
+                if (a, b) not in u:
+                    u[a, b] = self.new(cost * _SCALE)
+                self.rows.append(([u[a, b], var], [1.0, -1.0], 0.0, np.inf))
 
     def memory_rows(self, budget: float | None, peak_var: int | None) -> None:
         """Rows bounding each memory point by `budget`, or by the variable

@@ -46,11 +46,31 @@ class Shared:
 
 
 @dataclass(frozen=True, slots=True)
+class FanOut:
+    """One value several groups read: each layout they want it in is made
+    from the producer's once (the partitioner reuses a reshard for every
+    later use), not once per reader. Producer strategies fall into classes a
+    by the layout they leave the value in; each reader strategy wants layout
+    b; `cost[a][b]` is the reshard from a to b."""
+
+    src: int
+    src_class: tuple[int, ...]
+    readers: tuple[tuple[int, tuple[int, ...]], ...]  # (group, wanted b per strategy)
+    cost: tuple[tuple[float, ...], ...]
+
+    def seconds(self, choice: Sequence[int]) -> float:
+        a = self.src_class[choice[self.src]]
+        wanted = {want[choice[g]] for g, want in self.readers}
+        return sum(self.cost[a][b] for b in wanted)
+
+
+@dataclass(frozen=True, slots=True)
 class Problem:
     costs: tuple[tuple[float, ...], ...]  # per group, per strategy: seconds
     edges: tuple[Edge, ...]
     memory: tuple[MemoryPoint, ...]
     shared: tuple[Shared, ...] = ()
+    fanouts: tuple[FanOut, ...] = ()
 
     def objective(self, choice: Sequence[int]) -> float:
         """Estimated seconds of a choice (one strategy per group)."""
@@ -60,6 +80,8 @@ class Problem:
         for s in self.shared:
             if any(choice[g] == i for g, i in s.members):
                 total += s.seconds
+        for f in self.fanouts:
+            total += f.seconds(choice)
         return total
 
     def peak(self, choice: Sequence[int]) -> tuple[float, str]:

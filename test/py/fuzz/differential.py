@@ -154,7 +154,8 @@ def check_auto(prog: Program) -> None:
     assert len(got) == len(want) == len(values), prog.describe()
     for k, (g, w, v) in enumerate(zip(got, want, values, strict=True)):
         where = f"output {k} (all AUTO) of\n{prog.describe()}"
-        assert g.shape == w.shape and g.dtype == w.dtype, where
+        assert g.shape == w.shape, where
+        assert g.dtype == w.dtype, where
         if v.exact:
             np.testing.assert_array_equal(np.asarray(g), w, err_msg=where)
         else:

@@ -24,6 +24,7 @@ from meshjit.passes.autoshard.build import build
 from meshjit.passes.autoshard.ilp import min_peak, solve
 from meshjit.passes.autoshard.problem import (
     Edge,
+    FanOut,
     MemoryPoint,
     Problem,
     Shared,
@@ -112,7 +113,26 @@ def _random_problem(rng: random.Random) -> Problem:
     for _ in range(rng.randint(0, 2)):
         members = {(g, rng.randrange(sizes[g])) for g in range(len(sizes))}
         shared.append(Shared(rng.uniform(0, 1e-3), tuple(sorted(members))))
-    return Problem(costs, tuple(edges), tuple(memory), tuple(shared))
+    fans = []
+    for _ in range(rng.randint(0, 2)):
+        src = rng.randrange(len(sizes))
+        others = [g for g in range(len(sizes)) if g != src]
+        na, nb = rng.randint(1, sizes[src]), rng.randint(1, 3)
+        readers = tuple(
+            (g, tuple(rng.randrange(nb) for _ in range(sizes[g])))
+            for g in rng.sample(others, min(len(others), rng.randint(2, 3)))
+        )
+        fans.append(
+            FanOut(
+                src,
+                tuple(rng.randrange(na) for _ in range(sizes[src])),
+                readers,
+                tuple(
+                    tuple(rng.uniform(0, 1e-3) for _ in range(nb)) for _ in range(na)
+                ),
+            )
+        )
+    return Problem(costs, tuple(edges), tuple(memory), tuple(shared), tuple(fans))
 
 
 @pytest.mark.parametrize("seed", range(40))
