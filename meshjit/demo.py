@@ -7,8 +7,8 @@ A two-layer MLP with Megatron-style shardings on a 2x4 ("data", "model") mesh:
 meshjit traces it with JAX, propagates shardings with its own pass, partitions
 it into a per-device program with explicit collectives and runs it through
 PJRT. The demo prints the result (checked against numpy), the shardings meshjit
-chose for every value and why, the collectives it inserted, and then runs the
-seed pages' examples (`selu`, `g(x, n)` with static_argnames, pjit's convolve).
+chose for every value and why, the collectives it inserted, a train step whose
+layouts meshjit chooses itself (AUTO), and then runs the seed pages' examples (`selu`, `g(x, n)` with static_argnames, pjit's convolve).
 Under `meshjit.launch` the same mesh spans the devices of every process: each
 process prints its check of the result, process 0 the report.
 """
@@ -103,6 +103,50 @@ def _model() -> None:
     print(f"report: {page}  (open it in a browser; nothing is fetched)")
 
 
+def _auto() -> None:
+    """A train step of the same MLP with every layout left to meshjit."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import meshjit
+    from meshjit import Mesh
+    from meshjit.sharding import AUTO
+
+    if jax.process_count() > 1 or jax.device_count() < 8:
+        return
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"))
+
+    def step(w1: jax.Array, w2: jax.Array, x: jax.Array, y: jax.Array) -> Any:
+        def loss(w1: jax.Array, w2: jax.Array) -> jax.Array:
+            return jnp.mean((jax.nn.gelu(x @ w1) @ w2 - y) ** 2)
+
+        g1, g2 = jax.grad(loss, argnums=(0, 1))(w1, w2)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+    rng = np.random.default_rng(1)
+    w1 = rng.standard_normal((256, 1024), dtype=np.float32) * 0.05
+    w2 = rng.standard_normal((1024, 256), dtype=np.float32) * 0.05
+    x = rng.standard_normal((64, 256), dtype=np.float32)
+    y = rng.standard_normal((64, 256), dtype=np.float32)
+    auto = AUTO(mesh)
+    train = meshjit.jit(step, in_shardings=auto, out_shardings=auto)
+    compiled = train.lower(w1, w2, x, y).compile()
+    print("\n== a train step with every layout AUTO (meshjit.sharding.AUTO) ==")
+    (c1, c2, cx, cy), _ = compiled.input_shardings
+    print(f"chosen: w1 {c1.spec}, w2 {c2.spec}, x {cx.spec}, y {cy.spec}")
+    assert compiled.auto_shard is not None
+    print(compiled.auto_shard.summary())
+    print(compiled.collectives_text(), end="")
+    got = compiled(w1, w2, x, y)
+    want = jax.jit(step)(w1, w2, x, y)
+    error = max(
+        float(np.max(np.abs(np.asarray(g) - np.asarray(w))))
+        for g, w in zip(got, want, strict=True)
+    )
+    print(f"max |meshjit AUTO - jax.jit| = {error:.2e}")
+
+
 def _seed_examples() -> None:
     import jax
     import jax.numpy as jnp
@@ -158,6 +202,7 @@ def main() -> None:
 
         meshjit.distributed.initialize()
     _model()
+    _auto()
     _seed_examples()
     import jax
 

@@ -69,6 +69,20 @@ def test_a_hit_gives_the_same_program_report_and_answer(cache: Path) -> None:
 
 
 @pytest.mark.devices(8)
+def test_auto_shardings_come_back_from_a_hit(cache: Path) -> None:
+    """AUTO leaves: the chosen layouts are read from the cached partitioned
+    program; the search's options are part of the key."""
+    auto = meshjit.sharding.AUTO(MESH8)
+    first, second = (compiled(in_shardings=auto) for _ in range(2))
+    assert (persistent_cache.stats().hits, first.auto_shard is not None) == (1, True)
+    assert second.auto_shard is None  # the search did not run again
+    assert second.input_shardings == first.input_shardings
+    np.testing.assert_allclose(second(X, W), fn(X, W), rtol=1e-5, atol=1e-4)
+    budget = meshjit.sharding.AUTO(MESH8, memory_budget="1GiB")
+    compiled(in_shardings=budget)
+    assert persistent_cache.stats().misses == 2
+
+
 def test_any_change_to_the_key_misses(cache: Path) -> None:
     reversed_mesh = Mesh(np.array(DEVICES[::-1]), ("x",))
     variants: list[tuple[dict[str, Any], dict[str, str]]] = [

@@ -345,3 +345,35 @@ def test_identical_layers_share_a_decision_when_asked() -> None:
     # the matmuls alternate without sharing (column split, then row split)
     plans = [c.strategy for c in alone.choices() if c.what.startswith("dot_general")]
     assert len(set(plans)) > 1
+
+
+def test_a_search_stopped_by_its_time_limit_says_so(monkeypatch: Any) -> None:
+    """HiGHS stopped at the limit with a feasible point: the pass keeps it
+    and warns; with none, it is an error asking for more time."""
+    import scipy.optimize
+
+    text = lowered(mlp_step, *DP_STEP, mesh="x=8")
+    real = scipy.optimize.milp
+
+    def stopped(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        found.status, found.mip_gap = 1, 0.25
+        return found
+
+    monkeypatch.setattr(scipy.optimize, "milp", stopped)
+    # a budget makes the pass skip the LP relaxation and run the integer search
+    _, diags = run(text, "auto-shard{memory-budget=1GiB time-limit=7}")
+    (warning,) = [d for d in diags.items if "time limit" in d.message]
+    assert warning.message == (
+        "auto-shard: stopped at the time limit of 7 s; the layout is the best "
+        "found (within 25.0% of the solver's bound)"
+    )
+
+    def nothing(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        found.status, found.x = 1, None
+        return found
+
+    monkeypatch.setattr(scipy.optimize, "milp", nothing)
+    with pytest.raises(DiagnosticError, match="found no layout within the time limit"):
+        run(text, "auto-shard{memory-budget=1GiB time-limit=7}")
