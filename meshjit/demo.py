@@ -6,9 +6,10 @@
 A two-layer MLP with Megatron-style shardings on a 2x4 ("data", "model") mesh:
 meshjit traces it with JAX, propagates shardings with its own pass, partitions
 it into a per-device program with explicit collectives and runs it through
-PJRT. The demo prints the result (checked against numpy), the shardings meshjit
-chose for every value and why, the collectives it inserted, a train step whose
-layouts meshjit chooses itself (AUTO), and then runs the seed pages' examples (`selu`, `g(x, n)` with static_argnames, pjit's convolve).
+PJRT. The demo prints the result (checked against numpy), the shardings
+meshjit chose for every value and why, the collectives it inserted, a train
+step whose layouts meshjit chooses itself (AUTO), and then runs the seed
+pages' examples (`selu`, `g(x, n)` with static_argnames, pjit's convolve).
 Under `meshjit.launch` the same mesh spans the devices of every process: each
 process prints its check of the result, process 0 the report.
 """
