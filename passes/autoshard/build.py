@@ -112,18 +112,19 @@ class Built:
         member = self.members[m]
         return member.strategies[member.pick[choice[member.group]]].results[r]
 
-    def strategy(self, member: Member, choice: Sequence[int]) -> Strategy:
-        return member.strategies[member.pick[choice[member.group]]]
-
 
 def size_estimate(problem: Problem) -> int:
     """About how many solver variables the problem makes (`ilp.py`): one per
-    strategy, one per class pair of each edge with classes on both sides."""
+    strategy, one per class pair of each edge with classes on both sides and
+    of each fan-out's readers."""
     n = sum(len(c) for c in problem.costs)
     for e in problem.edges:
         a, b = len(e.cost), len(e.cost[0]) if e.cost else 0
         if a > 1 and b > 1:
             n += a * b
+    for f in problem.fanouts:
+        a = len(f.cost)
+        n += sum(a * len(set(want)) for _, want in f.readers) + a * len(f.cost[0])
     return n
 
 
@@ -193,7 +194,6 @@ class _Builder:
         self.members: list[Member] = []
         self.group_sizes: list[int] = []
         self.producer: dict[int, tuple[int, int]] = {}
-        self.free: set[int] = set()
         self.tie_keys: dict[tuple[object, ...], list[int]] = {}
         self.followers = 0
         self.tied = 0
