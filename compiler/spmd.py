@@ -21,6 +21,8 @@ from meshjit.dialects.sharding import MeshModel
 from meshjit.errors import ShardingError
 from meshjit.passes.partition import PartitionReport
 
+Layout = tuple[tuple[Any, ...], ...]  # per dim, the mesh axes that split it
+
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
@@ -29,7 +31,7 @@ class Compiled:
     diagnostics: Diagnostics
     # @main's argument layouts as the partitioned module gives them (global
     # shardings: what the auto-shard pass chose for open arguments).
-    input_layouts: tuple[tuple[tuple[Any, ...], ...] | None, ...] = ()
+    input_layouts: tuple[Layout | None, ...] = ()
 
     @property
     def report(self) -> PartitionReport:
@@ -121,6 +123,3 @@ def _interface(
             else None
         )
     return mesh, outputs, tuple(inputs)
-
-
-Layout = tuple[tuple[Any, ...], ...]

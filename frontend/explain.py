@@ -19,7 +19,7 @@ from meshjit.compiler.diagnostics import Diagnostics
 from meshjit.compiler.ir import make_context, parse_module
 from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipeline
 from meshjit.frontend.jit import JitFunction, jit
-from meshjit.frontend.stages import Compiled
+from meshjit.frontend.stages import Compiled, auto_shard_pass
 from meshjit.passes.partition import Collective, Decision, Remark
 from meshjit.passes.propagate import propagate_module
 from meshjit.passes.propagation.explain import ExplainRecord, explain_text
@@ -90,8 +90,8 @@ def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:
 
     module = parse_module(lowered.as_text("sharded", debug_info=True), make_context())
     auto_text = ""
-    if inputs.placement.auto is not None:
-        auto_pass = lowered.propagation.split(",")[0]
+    auto_pass = auto_shard_pass(inputs.placement, inputs.placement.mesh.flat_devices)
+    if auto_pass is not None:
         diags = run_pipeline(
             parse_pipeline(auto_pass, module.context),
             module,

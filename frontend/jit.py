@@ -226,7 +226,7 @@ class JitFunction:
         compiled = self._cache.compiled(
             prepared.compile_key, lambda: self._lower(prepared).compile()
         )
-        moved = compiled._moves_auto(prepared.flat)
+        moved = compiled.moves_auto(prepared.flat)
         outs = compiled.run_leaves(prepared.flat)
         return outs, None if moved else compiled.fastpath_data(outs)
 

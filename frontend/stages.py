@@ -453,12 +453,19 @@ def partition_pipeline(devices: Sequence[Any]) -> str:
     return f"partition{{cost={cost_spec(devices)}}}"
 
 
+def auto_shard_pass(placement: Placement, devices: Sequence[Any]) -> str | None:
+    """The auto-shard pass AUTO leaves ask for (with the partitioner's cost
+    model), or None without AUTO leaves."""
+    if placement.auto is None:
+        return None
+    return placement.auto.pass_text(cost_spec(devices))
+
+
 def propagation_pipeline(placement: Placement, devices: Sequence[Any]) -> str:
     """meshjit's propagation, after the auto-shard pass where AUTO leaves ask
-    for it (with the same cost model as the partitioner)."""
-    if placement.auto is None:
-        return JIT_PROPAGATION
-    return placement.auto.pass_text(cost_spec(devices)) + "," + JIT_PROPAGATION
+    for it."""
+    auto = auto_shard_pass(placement, devices)
+    return JIT_PROPAGATION if auto is None else auto + "," + JIT_PROPAGATION
 
 
 def _layout(s: TensorSharding | None, ndim: int) -> tuple[tuple[str, ...], ...]:
@@ -533,7 +540,7 @@ class Compiled(_Stage):
             targets[k] = jax.sharding.NamedSharding(mesh, jax.P(*spec))
         return tuple(targets)
 
-    def _moves_auto(self, flat: Sequence[Any]) -> bool:
+    def moves_auto(self, flat: Sequence[Any]) -> bool:
         """Whether a committed argument of an AUTO leaf is laid out other
         than the search chose (it is moved; jax's C++ dispatch would not)."""
         placement = self._lowered.inputs.placement
@@ -753,7 +760,7 @@ class Compiled(_Stage):
         self, args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> tuple[Any, Any]:
         flat = self._checked_leaves(args, kwargs)
-        moved = self._moves_auto(flat)
+        moved = self.moves_auto(flat)
         outs = self.run_leaves(flat)
         return outs, None if moved else self.fastpath_data(outs)
 
