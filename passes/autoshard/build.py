@@ -406,6 +406,11 @@ class _Builder:
         if src is None:
             return False
         leader = self.members[src[0]]
+        if leader.node < 0:
+            # An argument: slicing it is free, so an op reading it may well
+            # want another layout (an optimizer update split over devices
+            # while the weight stays whole for the forward pass).
+            return False
         by_layout: dict[Layout | None, int] = {}
         for j, s in enumerate(member.strategies):
             by_layout.setdefault(s.operands[0], j)
