@@ -90,7 +90,7 @@ def explain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:
 
     module = parse_module(lowered.as_text("sharded", debug_info=True), make_context())
     auto_text = ""
-    auto_pass = auto_shard_pass(inputs.placement, inputs.placement.mesh.flat_devices)
+    auto_pass = auto_shard_pass(inputs)
     if auto_pass is not None:
         diags = run_pipeline(
             parse_pipeline(auto_pass, module.context),

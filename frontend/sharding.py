@@ -1374,6 +1374,9 @@ class AUTO:
     then returns the best layout found, with a warning). `compile()` reports
     the choice in `Compiled.input_shardings`/`output_shardings`; arguments
     that arrive in another layout are moved to it (a warning says so once).
+    A donated argument gets the layout of the result that reuses its buffer
+    (donate a train step's parameters and optimizer state to keep them in
+    one layout from step to step).
     AUTO leaves of one function share one search: give them equal options.
     """
 
@@ -1406,11 +1409,14 @@ class AUTO:
     def options(self) -> tuple[object, float]:
         return (self.memory_budget, self.time_limit)
 
-    def pass_text(self, cost: str) -> str:
-        """The auto-shard pass with these options, as pipeline text."""
+    def pass_text(self, cost: str, ties: str = "") -> str:
+        """The auto-shard pass with these options, as pipeline text (`ties`:
+        its `tie` option, ARG:RESULT pairs)."""
         parts = [f"cost={cost}", f"time-limit={self.time_limit:g}"]
         if self.memory_budget is not None:
             parts.append(f"memory-budget={str(self.memory_budget).replace(' ', '')}")
+        if ties:
+            parts.append(f"tie={ties}")
         return "auto-shard{" + " ".join(parts) + "}"
 
     def __eq__(self, other: object) -> bool:

@@ -196,8 +196,7 @@ class Lowered(_Stage):
     def propagation(self) -> str:
         """What runs before the partitioner: auto-shard (for AUTO leaves),
         then meshjit's propagation."""
-        placement = self._inputs.placement
-        return propagation_pipeline(placement, placement.mesh.flat_devices)
+        return propagation_pipeline(self._inputs)
 
     @property
     def out_info(self) -> Any:
@@ -453,18 +452,36 @@ def partition_pipeline(devices: Sequence[Any]) -> str:
     return f"partition{{cost={cost_spec(devices)}}}"
 
 
-def auto_shard_pass(placement: Placement, devices: Sequence[Any]) -> str | None:
+def auto_shard_pass(inputs: LoweringInputs) -> str | None:
     """The auto-shard pass AUTO leaves ask for (with the partitioner's cost
-    model), or None without AUTO leaves."""
+    model), or None without AUTO leaves. A donated argument is tied to the
+    result that will reuse its buffer (the first of its shape and dtype not
+    taken, as donation matches them), so the two get one layout: a train
+    step's parameters come out laid out as they went in."""
+    placement = inputs.placement
     if placement.auto is None:
         return None
-    return placement.auto.pass_text(cost_spec(devices))
+    kept = inputs.traced.kept
+    outputs = inputs.traced.outputs
+    taken: set[int] = set()
+    ties = []
+    for j, k in enumerate(kept):
+        if not inputs.donated[k]:
+            continue
+        leaf = inputs.leaves[k]
+        for r, out in enumerate(outputs):
+            if r not in taken and out.shape == leaf.shape and out.dtype == leaf.dtype:
+                taken.add(r)
+                ties.append(f"{j}:{r}")
+                break
+    devices = placement.mesh.flat_devices
+    return placement.auto.pass_text(cost_spec(devices), ",".join(ties))
 
 
-def propagation_pipeline(placement: Placement, devices: Sequence[Any]) -> str:
+def propagation_pipeline(inputs: LoweringInputs) -> str:
     """meshjit's propagation, after the auto-shard pass where AUTO leaves ask
     for it."""
-    auto = auto_shard_pass(placement, devices)
+    auto = auto_shard_pass(inputs)
     return JIT_PROPAGATION if auto is None else auto + "," + JIT_PROPAGATION
 
 
@@ -562,7 +579,9 @@ class Compiled(_Stage):
                 f"{self._lowered.inputs.api}: moving {names} to the layout "
                 "auto-sharding chose (AUTO in_shardings); put arguments there "
                 "first to save the copy: jax.device_put(x, "
-                "f.lower(...).compile().input_shardings)",
+                "f.lower(...).compile().input_shardings); a step's own outputs "
+                "come back in the arguments' layouts when those arguments are "
+                "donated (donate_argnums)",
                 UserWarning,
                 stacklevel=4,
             )

@@ -68,6 +68,20 @@ def parse_bytes(text: str) -> float | None:
     return value
 
 
+def parse_ties(text: str) -> list[tuple[int, int]]:
+    """`"0:1,2:0"` -> [(0, 1), (2, 0)]: (argument, result) indices."""
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        a, sep, r = item.partition(":")
+        if not sep or not a.isdigit() or not r.isdigit():
+            raise ValueError(
+                f"tie {item!r} is not ARG:RESULT (indices of @main's arguments "
+                "and results, e.g. tie=0:0,1:1)"
+            )
+        out.append((int(a), int(r)))
+    return out
+
+
 class ShareLayers(enum.Enum):
     AUTO = "auto"
     TRUE = "true"
@@ -93,6 +107,10 @@ class AutoShardPass(ModulePass):
     # share one decision: "true", "false", or "auto": only when the problem
     # without sharing would exceed SHARE_ABOVE solver variables.
     share_layers: ShareLayers = ShareLayers.AUTO
+    # Arguments laid out as results: "ARG:RESULT,..." indices of @main (a
+    # donated argument and the result reusing its buffer; arguments with
+    # `tf.aliasing_output`, as JAX marks donated ones, are tied anyway).
+    tie: str = ""
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         from meshjit.compiler.diagnostics import SourceLoc
@@ -101,6 +119,7 @@ class AutoShardPass(ModulePass):
         try:
             model = load_cost(self.cost)
             budget = parse_bytes(self.memory_budget)
+            ties = parse_ties(self.tie)
         except ValueError as err:
             diags.error(where, f"auto-shard: {err}")
             return
@@ -112,12 +131,13 @@ class AutoShardPass(ModulePass):
         graph = read_graph(module, diags.source_name)
         try:
             caches = Caches()
-            built = build(graph, model, self.share_layers is ShareLayers.TRUE, caches)
+            shared = self.share_layers is ShareLayers.TRUE
+            built = build(graph, model, shared, caches, ties)
             if (
                 self.share_layers is ShareLayers.AUTO
                 and size_estimate(built.problem) > SHARE_ABOVE
             ):
-                built = build(graph, model, True, caches)
+                built = build(graph, model, True, caches, ties)
         except AutoShardError as err:
             diags.error(where, str(err))
             return

@@ -43,6 +43,7 @@ from meshjit.passes.autoshard.problem import (
     MemoryPoint,
     Problem,
     Shared,
+    Tie,
 )
 from meshjit.passes.autoshard.strategies import (
     REDUCING_OPS,
@@ -548,6 +549,31 @@ class _Builder:
         )
         return Edge(src, dst, src_class, dst_class, cost)
 
+    def ties(
+        self,
+        pairs: Sequence[tuple[int, int]],
+        args: Sequence[int],
+        returned: Sequence[int],
+    ) -> tuple[Tie, ...]:
+        """A tie per (argument, result) pair whose two values have a layout
+        in common (a pair with none, or out of range, is left alone: it
+        could only make the problem infeasible)."""
+        out = []
+        for a, r in dict.fromkeys(pairs):
+            if not (0 <= a < len(args) and 0 <= r < len(returned)):
+                continue
+            left, right = self.produced(args[a]), self.produced(returned[r])
+            if left is None or right is None or not set(left) & set(right):
+                continue
+            index: dict[Layout | None, int] = {}
+            a_class = tuple(index.setdefault(lay, len(index)) for lay in left)
+            b_class = tuple(index.setdefault(lay, len(index)) for lay in right)
+            ga = self.members[self.producer[args[a]][0]].group
+            gb = self.members[self.producer[returned[r]][0]].group
+            if ga != gb:
+                out.append(Tie(ga, a_class, gb, b_class))
+        return tuple(out)
+
     def memory(
         self, order: Sequence[Node], returned: Sequence[int]
     ) -> list[MemoryPoint]:
@@ -740,7 +766,11 @@ def build(
     cost: CostModel,
     share_layers: bool = False,
     caches: Caches | None = None,
+    ties: Sequence[tuple[int, int]] = (),
 ) -> Built:
+    """`ties`: (argument, result) index pairs of @main laid out alike (a
+    donated argument and the result reusing its buffer; arguments marked
+    `tf.aliasing_output`, as JAX marks donated ones, are tied too)."""
     main = find_main(graph)
     mesh_name, mesh = find_mesh(graph)
     b = _Builder(graph, mesh_name, mesh, cost, caches or Caches())
@@ -800,12 +830,14 @@ def build(
     found, fans = b.edges(costs)
     edges = merge_edges(found)
     memory = b.memory(order, returned)
+    pairs = [*ties, *_aliased(arg_attrs, len(block.args))]
     problem = Problem(
         tuple(tuple(c) for c in costs),
         tuple(edges),
         tuple(memory),
         shared,
         tuple(fans),
+        b.ties(pairs, block.args, returned),
     )
     return Built(
         graph,
@@ -823,6 +855,20 @@ def build(
         b.followers,
         b.tied,
     )
+
+
+def _aliased(attrs: object, count: int) -> list[tuple[int, int]]:
+    """(argument, result) pairs of `tf.aliasing_output` on @main's arguments."""
+    out = []
+    for i in range(count):
+        if isinstance(attrs, tuple) and i < len(attrs):
+            entry = attrs[i]
+            found = (
+                entry.get("tf.aliasing_output") if isinstance(entry, Mapping) else None
+            )
+            if isinstance(found, int) and not isinstance(found, bool):
+                out.append((i, found))
+    return out
 
 
 def _add_node(b: _Builder, node: Node, share_layers: bool) -> None:

@@ -66,6 +66,18 @@ class _Model:
             self._edge(e.src, e.dst, e.src_class, e.dst_class, e.cost)
         for fan in problem.fanouts:
             self._fanout(fan)
+        for tie in problem.ties:
+            # per layout class: a's strategies giving it == b's giving it
+            for k in sorted({*tie.a_class, *tie.b_class}):
+                cols = [
+                    self.var(tie.a, i) for i, cls in enumerate(tie.a_class) if cls == k
+                ]
+                vals = [1.0] * len(cols)
+                for j, cls in enumerate(tie.b_class):
+                    if cls == k:
+                        cols.append(self.var(tie.b, j))
+                        vals.append(-1.0)
+                self.rows.append((cols, vals, 0.0, 0.0))
         for shared in problem.shared:
             # z >= (sum of a group's member strategies) for every group: with
             # z in [0, 1] minimised, z = 1 exactly when a member is chosen

@@ -65,12 +65,28 @@ class FanOut:
 
 
 @dataclass(frozen=True, slots=True)
+class Tie:
+    """Two values that must be laid out alike (a donated argument and the
+    result that reuses its buffer): per strategy of each group, the class
+    of the layout it gives its value, classes counted over both."""
+
+    a: int
+    a_class: tuple[int, ...]
+    b: int
+    b_class: tuple[int, ...]
+
+    def holds(self, choice: Sequence[int]) -> bool:
+        return self.a_class[choice[self.a]] == self.b_class[choice[self.b]]
+
+
+@dataclass(frozen=True, slots=True)
 class Problem:
     costs: tuple[tuple[float, ...], ...]  # per group, per strategy: seconds
     edges: tuple[Edge, ...]
     memory: tuple[MemoryPoint, ...]
     shared: tuple[Shared, ...] = ()
     fanouts: tuple[FanOut, ...] = ()
+    ties: tuple[Tie, ...] = ()
 
     def objective(self, choice: Sequence[int]) -> float:
         """Estimated seconds of a choice (one strategy per group)."""
@@ -101,6 +117,8 @@ def brute_force(
     best: tuple[float, tuple[int, ...]] = (math.inf, ())
     for choice in itertools.product(*(range(len(c)) for c in problem.costs)):
         if budget is not None and problem.peak(choice)[0] > budget:
+            continue
+        if not all(t.holds(choice) for t in problem.ties):
             continue
         value = problem.objective(choice)
         if value < best[0] - 1e-15:

@@ -28,6 +28,7 @@ from meshjit.passes.autoshard.problem import (
     MemoryPoint,
     Problem,
     Shared,
+    Tie,
     brute_force,
 )
 from meshjit.passes.autoshard.result import AutoShardResult, fmt_bytes
@@ -132,7 +133,21 @@ def _random_problem(rng: random.Random) -> Problem:
                 ),
             )
         )
-    return Problem(costs, tuple(edges), tuple(memory), tuple(shared), tuple(fans))
+    ties = []
+    if len(sizes) >= 2 and rng.random() < 0.5:
+        a, b = rng.sample(range(len(sizes)), 2)
+        k = rng.randint(1, 3)
+        ties.append(
+            Tie(
+                a,
+                tuple(rng.randrange(k) for _ in range(sizes[a])),
+                b,
+                tuple(rng.randrange(k) for _ in range(sizes[b])),
+            )
+        )
+    return Problem(
+        costs, tuple(edges), tuple(memory), tuple(shared), tuple(fans), tuple(ties)
+    )
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -380,3 +395,36 @@ def test_a_search_stopped_by_its_time_limit_says_so(monkeypatch: Any) -> None:
     monkeypatch.setattr(scipy.optimize, "milp", nothing)
     with pytest.raises(DiagnosticError, match="found no layout within the time limit"):
         run(text, "auto-shard{memory-budget=1GiB time-limit=7}")
+
+
+def test_tied_arguments_come_out_as_they_went_in() -> None:
+    """`tie=ARG:RESULT` (jit ties donated arguments so): the updated weights
+    are laid out as the weights, so a training loop moves nothing between
+    steps; here that costs the search its reduce-scattered update."""
+    text = lowered(mlp_step, *DP_STEP, mesh="x=8")
+    module, diags = run(text, "auto-shard{tie=0:0,1:1},spmd-pipeline")
+    shardings = arg_shardings(module)
+    header = print_module(module)
+    results = re.findall(r"-> \((.*)\) \{", header)[0]
+    assert re.findall(r"#sdy.sharding<[^>]*>", results) == shardings[:2]
+    result = diags.payloads["auto-shard"]
+    assert isinstance(result, AutoShardResult)
+    assert len(result.built.problem.ties) == 2
+    with pytest.raises(DiagnosticError, match="tie '0-1' is not ARG:RESULT"):
+        run(text, "auto-shard{tie=0-1}")
+
+
+def test_jax_donation_marks_tie_too() -> None:
+    """Arguments JAX marks `tf.aliasing_output` (donated) are tied to their
+    result without the option."""
+    text = lowered(mlp_step, *DP_STEP, mesh="x=8")
+    text = text.replace(
+        "%arg1: tensor<64x32xf32>",
+        "%arg1: tensor<64x32xf32> {tf.aliasing_output = 1 : i32}",
+        1,
+    )
+    _, diags = run(text, "auto-shard")
+    result = diags.payloads["auto-shard"]
+    assert isinstance(result, AutoShardResult)
+    assert len(result.built.problem.ties) == 1
+    assert result.layout(result.built.args[1]) == result.result_layouts()[1]
