@@ -131,11 +131,16 @@ def _auto() -> None:
     x = rng.standard_normal((64, 256), dtype=np.float32)
     y = rng.standard_normal((64, 256), dtype=np.float32)
     auto = AUTO(mesh)
-    train = meshjit.jit(step, in_shardings=auto, out_shardings=auto)
+    # donated weights come back laid out as they went in (the next step's)
+    train = meshjit.jit(
+        step, in_shardings=auto, out_shardings=auto, donate_argnums=(0, 1)
+    )
     compiled = train.lower(w1, w2, x, y).compile()
     print("\n== a train step with every layout AUTO (meshjit.sharding.AUTO) ==")
     (c1, c2, cx, cy), _ = compiled.input_shardings
     print(f"chosen: w1 {c1.spec}, w2 {c2.spec}, x {cx.spec}, y {cy.spec}")
+    o1, o2 = compiled.output_shardings
+    print(f"updated weights come out as: w1 {o1.spec}, w2 {o2.spec}")
     assert compiled.auto_shard is not None
     print(compiled.auto_shard.summary())
     print(compiled.collectives_text(), end="")
