@@ -511,18 +511,26 @@ class _Builder:
             (g, tuple(b_index.setdefault(lay, len(b_index)) for lay in wants))
             for g, wants in found
         )
+        return FanOut(src, src_class, readers, self._costs(vid, a_index, b_index))
+
+    def _costs(
+        self,
+        vid: int,
+        a_index: Mapping[Layout | None, int],
+        b_index: Mapping[Layout | None, int],
+    ) -> tuple[tuple[float, ...], ...]:
+        """[a][b]: seconds to reshard value `vid` from layout class a to b."""
         t = self.tensor(vid)
         ids = self.caches.layout_ids
         a_ids = [ids.setdefault(lay, len(ids)) for lay in a_index]
         b_ids = [ids.setdefault(lay, len(ids)) for lay in b_index]
-        cost = tuple(
+        return tuple(
             tuple(
                 0.0 if a is None or b is None else self._reshard_ids(t, ia, ib, a, b)
                 for b, ib in zip(b_index, b_ids, strict=True)
             )
             for a, ia in zip(a_index, a_ids, strict=True)
         )
-        return FanOut(src, src_class, readers, cost)
 
     def _edge(
         self,
@@ -536,17 +544,7 @@ class _Builder:
         b_index: dict[Layout | None, int] = {}
         src_class = tuple(a_index.setdefault(lay, len(a_index)) for lay in made)
         dst_class = tuple(b_index.setdefault(lay, len(b_index)) for lay in wants)
-        t = self.tensor(vid)
-        ids = self.caches.layout_ids
-        a_ids = [ids.setdefault(lay, len(ids)) for lay in a_index]
-        b_ids = [ids.setdefault(lay, len(ids)) for lay in b_index]
-        cost = tuple(
-            tuple(
-                0.0 if a is None or b is None else self._reshard_ids(t, ia, ib, a, b)
-                for b, ib in zip(b_index, b_ids, strict=True)
-            )
-            for a, ia in zip(a_index, a_ids, strict=True)
-        )
+        cost = self._costs(vid, a_index, b_index)
         return Edge(src, dst, src_class, dst_class, cost)
 
     def ties(

@@ -118,23 +118,44 @@ class _Model:
             for j, b in enumerate(dst_class):
                 self.c[self.var(dst, j)] += cost[0][b] * _SCALE
             return
-        evar = [[self.new(cost[a][b] * _SCALE) for b in range(n_b)] for a in range(n_a)]
+        self._marginals(src, src_class, dst, dst_class, cost)
+
+    def _marginals(
+        self,
+        src: int,
+        src_class: tuple[int, ...],
+        dst: int,
+        dst_class: tuple[int, ...],
+        cost: tuple[tuple[float, ...], ...] | None = None,
+    ) -> dict[tuple[int, int], int]:
+        """Edge variables e[a, b] for the classes b `dst_class` uses, with
+        Alpa's marginal rows: sum_b e[a, b] = the producer's strategies in
+        class a, sum_a e[a, b] = the consumer's in class b (`cost` prices
+        them; None: no cost)."""
+        n_a = max(src_class) + 1
+        used_b = sorted(set(dst_class))
+        e = {
+            (a, b): self.new(0.0 if cost is None else cost[a][b] * _SCALE)
+            for a in range(n_a)
+            for b in used_b
+        }
         for a in range(n_a):
-            cols = [evar[a][b] for b in range(n_b)]
-            vals = [1.0] * n_b
+            cols = [e[a, b] for b in used_b]
+            vals = [1.0] * len(cols)
             for i, k in enumerate(src_class):
                 if k == a:
                     cols.append(self.var(src, i))
                     vals.append(-1.0)
             self.rows.append((cols, vals, 0.0, 0.0))
-        for b in range(n_b):
-            cols = [evar[a][b] for a in range(n_a)]
+        for b in used_b:
+            cols = [e[a, b] for a in range(n_a)]
             vals = [1.0] * n_a
             for j, k in enumerate(dst_class):
                 if k == b:
                     cols.append(self.var(dst, j))
                     vals.append(-1.0)
             self.rows.append((cols, vals, 0.0, 0.0))
+        return e
 
     def _fanout(self, fan: FanOut) -> None:
         """Per reader g, edge variables e[g, a, b] under the marginal rows
@@ -142,27 +163,9 @@ class _Model:
         once: b is made from class a when any reader wants it (with one-hot
         strategies u = S[a] * OR_g t[g, b]; the relaxation stays as tight as
         the edges')."""
-        n_a = len(fan.cost)
         u: dict[tuple[int, int], int] = {}
         for g, want in fan.readers:
-            used_b = sorted(set(want))
-            e = {(a, b): self.new(0.0) for a in range(n_a) for b in used_b}
-            for a in range(n_a):
-                cols = [e[a, b] for b in used_b]
-                vals = [1.0] * len(cols)
-                for i, k in enumerate(fan.src_class):
-                    if k == a:
-                        cols.append(self.var(fan.src, i))
-                        vals.append(-1.0)
-                self.rows.append((cols, vals, 0.0, 0.0))
-            for b in used_b:
-                cols = [e[a, b] for a in range(n_a)]
-                vals = [1.0] * n_a
-                for j, k in enumerate(want):
-                    if k == b:
-                        cols.append(self.var(g, j))
-                        vals.append(-1.0)
-                self.rows.append((cols, vals, 0.0, 0.0))
+            e = self._marginals(fan.src, fan.src_class, g, want)
             for (a, b), var in e.items():
                 cost = fan.cost[a][b]
                 if cost <= 0.0:
