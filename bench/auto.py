@@ -39,6 +39,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import meshjit
+from bench.measure import _memory, max_rel_err
 from bench.models import MODELS
 from bench.workloads import ALL, Workload, bench_mesh
 from meshjit.passes.autoshard.result import fmt_bytes
@@ -155,27 +156,6 @@ def hand_layouts(work: Workload, mesh_name: str) -> dict[str, tuple[Any, Any]]:
     return out
 
 
-def _memory(compiled: Any) -> int:
-    stats = compiled.memory_analysis()
-    if stats is None:
-        return 0
-    return int(
-        stats.argument_size_in_bytes
-        + stats.output_size_in_bytes
-        + stats.temp_size_in_bytes
-        - stats.alias_size_in_bytes
-    )
-
-
-def _rel_err(got: Any, want: Any) -> float:
-    err = 0.0
-    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
-        scale = max(float(np.abs(w).max()), 1e-30)
-        err = max(err, float(np.abs(g - w).max()) / scale)
-    return err
-
-
 def _layouts_text(shardings: Any) -> str:
     """How many argument leaves the choice splits, and over which specs."""
     specs = [str(s.spec) for s in jax.tree.leaves(shardings)]
@@ -231,9 +211,9 @@ def run_case(work: Workload, mesh_name: str, steps: int) -> Case:
             f = meshjit.jit(work.fn, **kwargs)
             compiled = f.lower(*args).compile()
             placed = jax.device_put(args, compiled.input_shardings[0])
-            case.errors[name] = _rel_err(compiled(*placed), want)
+            case.errors[name] = max_rel_err(compiled(*placed), want)
             placed = jax.device_put(args, compiled.input_shardings[0])
-            case.memory[name] = _memory(compiled)
+            case.memory[name] = _memory(compiled.memory_analysis())
             programs[name] = compiled.as_text("partitioned")
             if name == "AUTO" and compiled.auto_shard is not None:
                 result = compiled.auto_shard
@@ -297,9 +277,12 @@ def run_budget(work: Workload, mesh_name: str, steps: int) -> BudgetCase:
     assert compiled.auto_shard is not None
     case.peak = compiled.auto_shard.peak()[0]
     placed = jax.device_put(args, compiled.input_shardings[0])
-    case.err = _rel_err(compiled(*placed), want)
+    case.err = max_rel_err(compiled(*placed), want)
     dp_placed = jax.device_put(args, dp_compiled.input_shardings[0])
-    case.dp_mem, case.auto_mem = _memory(dp_compiled), _memory(compiled)
+    case.dp_mem, case.auto_mem = (
+        _memory(dp_compiled.memory_analysis()),
+        _memory(compiled.memory_analysis()),
+    )
     a, b = [], []
     for i in range(steps + 2):
         start = time.perf_counter()

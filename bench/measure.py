@@ -184,6 +184,17 @@ def xla_collectives(hlo: str) -> tuple[dict[str, int], int]:
     return counts, total
 
 
+def max_rel_err(got: Any, want: Any) -> float:
+    """The largest |got - want| of any output leaf, relative to that
+    output's largest |want|."""
+    err = 0.0
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        scale = max(float(np.abs(w).max()), 1e-30)
+        err = max(err, float(np.abs(g - w).max()) / scale)
+    return err
+
+
 def _memory(stats: Any) -> int:
     return int(
         stats.argument_size_in_bytes
@@ -273,12 +284,7 @@ def measure(
     one = jax.devices()[0]
     reference = work.reference or work.fn
     want = jax.tree.leaves(jax.jit(reference)(*jax.device_put(args, one)))
-    err = 0.0
-    for g, w in zip(got, want, strict=True):
-        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
-        scale = max(float(np.abs(w).max()), 1e-30)
-        err = max(err, float(np.abs(g - w).max()) / scale)
-    row.max_rel_err = err
+    row.max_rel_err = max_rel_err(got, want)
 
     # Steady state: interleaved A/B, medians after warm-up.
     def run_meshjit() -> None:

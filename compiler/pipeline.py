@@ -278,27 +278,19 @@ def _run_timed(
         inst.out.write(print_module(module, debug_info=inst.debug_info))
 
 
-def run_upstream(
-    module: ir.Module, text: str, source_name: str = "-", name: str = ""
-) -> None:
-    """Runs upstream MLIR passes (pipeline text inside `builtin.module(...)`,
-    e.g. "inline") on the module; a failure raises `DiagnosticError`."""
-    invalidate_graphs(module)
-    try:
-        with module.context:
-            pm = passmanager.PassManager.parse(f"builtin.module({text})")
-            pm.run(module.operation)
-    except ir.MLIRError as err:
-        raise DiagnosticError(
-            diagnostics_from_mlir_error(err, source_name, f"{name or text} failed")
-        ) from None
-
-
 def _run_stage(
     stage: Stage, module: ir.Module, source_name: str, diags: Diagnostics
 ) -> None:
     if isinstance(stage, UpstreamPass):
-        run_upstream(module, stage.text, source_name, stage.name)
+        invalidate_graphs(module)
+        try:
+            with module.context:
+                pm = passmanager.PassManager.parse(f"builtin.module({stage.text})")
+                pm.run(module.operation)
+        except ir.MLIRError as err:
+            raise DiagnosticError(
+                diagnostics_from_mlir_error(err, source_name, f"{stage.name} failed")
+            ) from None
         return
     try:
         with module.context:

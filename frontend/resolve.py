@@ -50,11 +50,11 @@ class Placement:
     # Per argument leaf, the sharding its in_shardings entry or its own
     # committed sharding gave, as jax spells it; None where neither did.
     specified: tuple[Any, ...] = ()
-    # AUTO leaves: the auto-shard pass chooses these arguments' and outputs'
-    # shardings (`inputs` holds a replicated placeholder for them); `auto` is
-    # the AUTO leaf whose options the search runs with, None without any.
+    # AUTO leaves: the auto-shard pass chooses these arguments' shardings
+    # (`inputs` holds a replicated placeholder for them; AUTO outputs are
+    # None, open, like unspecified ones); `auto` is the AUTO leaf whose
+    # options the search runs with, None without any.
     auto_inputs: tuple[bool, ...] = ()
-    auto_outputs: tuple[bool, ...] = ()
     auto: AUTO | None = None
 
 
@@ -387,7 +387,6 @@ def resolve(
         uncommitted,
         tuple(specified),
         auto_in,
-        auto_out,
         auto,
     )
 

@@ -171,26 +171,6 @@ class AutoShardResult:
             delta,
         )
 
-    def value_notes(self) -> dict[int, str]:
-        """Value id -> one line for `explain`: chosen by auto-sharding, the
-        op's estimated cost and the next-best layout's."""
-        notes: dict[int, str] = {}
-        for member, c in zip(
-            (m for m in self.built.members if m.auto), self.choices(), strict=True
-        ):
-            line = (
-                f"chosen by auto-sharding: {c.strategy}, estimated "
-                f"{_fmt_seconds(c.seconds)}"
-            )
-            if c.next_best:
-                line += (
-                    f"; next best {c.next_best} "
-                    f"(+{_fmt_seconds(c.next_delta)} for the program)"
-                )
-            for vid in member.results:
-                notes[vid] = line
-        return notes
-
     def summary(self) -> str:
         s, b = self.solution, self.built
         peak, where = self.peak()

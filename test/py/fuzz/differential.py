@@ -108,20 +108,8 @@ def check(prog: Program) -> None:
         np.testing.assert_array_equal(
             np.asarray(a), np.asarray(b), err_msg=f"second call\n{prog.describe()}"
         )
-    want = reference(prog)
-    values = prog.output_values()
-    assert len(got) == len(want) == len(values), prog.describe()
-    for k, (g, w, v) in enumerate(zip(got, want, values, strict=True)):
-        where = f"output {k} of\n{prog.describe()}"
-        assert isinstance(g, jax.Array), where
-        assert g.shape == w.shape, where
-        assert g.dtype == w.dtype, where
-        if v.exact:
-            np.testing.assert_array_equal(np.asarray(g), w, err_msg=where)
-        else:
-            np.testing.assert_allclose(
-                np.asarray(g), w, rtol=RTOL, atol=ATOL, err_msg=where
-            )
+    same_as_unsharded(prog, got, "")
+    for k, g in enumerate(got):
         spec = None if prog.out_specs is None else prog.out_specs[k]
         if spec is not None:
             want_sharding = NamedSharding(prog.mesh_jax(), P(*spec))
@@ -149,11 +137,17 @@ def check_auto(prog: Program) -> None:
         got = jax.tree.leaves(compiled(*args))
     for s in jax.tree.leaves(compiled.input_shardings):
         assert s.mesh.shape == prog.mesh_jax().shape, prog.describe()
+    same_as_unsharded(prog, got, " (all AUTO)")
+
+
+def same_as_unsharded(prog: Program, got: list[Any], label: str) -> None:
+    """Each output equals the unsharded run's: bitwise where exact."""
     want = reference(prog)
     values = prog.output_values()
     assert len(got) == len(want) == len(values), prog.describe()
     for k, (g, w, v) in enumerate(zip(got, want, values, strict=True)):
-        where = f"output {k} (all AUTO) of\n{prog.describe()}"
+        where = f"output {k}{label} of\n{prog.describe()}"
+        assert isinstance(g, jax.Array), where
         assert g.shape == w.shape, where
         assert g.dtype == w.dtype, where
         if v.exact:
