@@ -2,8 +2,11 @@
 
 Measures the partitioner's cost-model constants on this machine's default JAX
 backend and prints them as JSON (and writes them to FILE): a collective's
-fixed latency and the bandwidth one device sends at, from all-gathers of two
-sizes; FLOP/s from a matmul; memory bandwidth from an elementwise op. Use the
+fixed latency and the bandwidth one device sends at, per collective kind,
+from chains of dependent collectives inside one program at two sizes (what a
+collective adds to a partitioned program); whether a variadic all-reduce
+launches once per operand; FLOP/s from a matmul; memory bandwidth from an
+elementwise op (both from two sizes, less the program's launch). Use the
 file with `meshjit-opt -p 'partition{cost=FILE}'` or `MESHJIT_COST=FILE` for
 `meshjit.jit`. Timings are medians of repeated runs; on a busy or small
 machine they are noisy, so run it on an idle one.
@@ -39,35 +42,77 @@ def _seconds(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(times)
 
 
+def _one(kind: str, a: jax.Array, n: int) -> jax.Array:
+    """One collective of `kind` on a block, giving a block of the same shape."""
+    out: jax.Array
+    if kind == "all-gather":
+        out = jax.lax.all_gather(a, "x", tiled=True)[: a.shape[0]]
+    elif kind == "all-reduce":
+        out = jax.lax.psum(a, "x")
+    elif kind == "reduce-scatter":
+        out = jnp.tile(jax.lax.psum_scatter(a, "x", tiled=True), n)
+    elif kind == "all-to-all":
+        out = jax.lax.all_to_all(a.reshape(n, -1), "x", 0, 0).reshape(-1)
+    else:
+        out = jax.lax.ppermute(a, "x", [(i, (i + 1) % n) for i in range(n)])
+    return out
+
+
 def _collective_seconds(mesh: Mesh, kind: str, elements: int, repeat: int) -> float:
-    """Seconds of one collective of `kind` on `elements` f32 per device, less
-    the same program without it."""
+    """Seconds one collective of `kind` on `elements` f32 per device adds to a
+    program: the slope between a chain of 1 and of 1 + CHAIN dependent
+    collectives in one program. A program with a single collective would also
+    count what launching and synchronising the program costs (on XLA's CPU
+    backend about twice the in-program figure), which a collective inside a
+    partitioned program does not pay again."""
     n = mesh.size
     spec = P("x")
     x = jax.device_put(np.ones((n * elements,), np.float32), NamedSharding(mesh, spec))
-    pairs = [(i, (i + 1) % n) for i in range(n)]
 
-    def body(a: jax.Array) -> jax.Array:
-        out: jax.Array
-        if kind == "all-gather":
-            out = jax.lax.all_gather(a, "x", tiled=True)[: a.shape[0]]
-        elif kind == "all-reduce":
-            out = jax.lax.psum(a, "x")
-        elif kind == "reduce-scatter":
-            out = jnp.tile(jax.lax.psum_scatter(a, "x", tiled=True), n)
-        elif kind == "all-to-all":
-            out = jax.lax.all_to_all(a.reshape(n, -1), "x", 0, 0).reshape(-1)
-        else:
-            out = jax.lax.ppermute(a, "x", pairs)
-        return out * 2
+    def chain(k: int) -> Callable[[jax.Array], jax.Array]:
+        def body(a: jax.Array) -> jax.Array:
+            for _ in range(k):
+                a = _one(kind, a, n) * 0.5  # dependent: no two can combine
+            return a
+
+        return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec))
+
+    short, long = chain(1), chain(1 + CHAIN)
+    spent = _seconds(lambda: long(x), repeat) - _seconds(lambda: short(x), repeat)
+    return max(0.0, spent / CHAIN)
+
+
+CHAIN = 8
+
+
+def _variadic_launches(mesh: Mesh, repeat: int) -> bool:
+    """Whether a variadic all-reduce (what XLA's all-reduce combiner makes)
+    launches once per operand: one of 8 small operands against one all-reduce
+    of the same bytes. On XLA's CPU backend it costs about 8 single ones."""
+    n, parts, elements = mesh.size, 8, 1024
+    spec = P("x")
+    x = jax.device_put(
+        np.ones((n * parts * elements,), np.float32), NamedSharding(mesh, spec)
+    )
+
+    def split(a: jax.Array) -> jax.Array:
+        pieces = [a[i * elements : (i + 1) * elements] * (i + 1) for i in range(parts)]
+        out: jax.Array = jnp.concatenate(jax.lax.psum(pieces, "x"))
+        return out
+
+    def whole(a: jax.Array) -> jax.Array:
+        out: jax.Array = jax.lax.psum(a * 2, "x")
+        return out
 
     def local(a: jax.Array) -> jax.Array:
         return a * 2
 
-    with_ = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec))
-    without = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=spec, out_specs=spec))
-    spent = _seconds(lambda: with_(x), repeat) - _seconds(lambda: without(x), repeat)
-    return max(0.0, spent)
+    def seconds(fn: Callable[[jax.Array], jax.Array]) -> float:
+        run = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec))
+        return _seconds(lambda: run(x), repeat)
+
+    base = seconds(local)
+    return seconds(split) - base > 3 * max(seconds(whole) - base, 1e-6)
 
 
 def _sent(kind: str, block_bytes: int, n: int) -> float:
@@ -91,12 +136,13 @@ KINDS = (
 
 
 def calibrate(devices: int = 8, repeat: int = 30) -> dict[str, Any]:
-    """The cost model's constants, measured: a latency common to all
-    collectives, a bandwidth per kind, FLOP/s and memory bandwidth."""
+    """The cost model's constants, measured: a latency and a bandwidth per
+    collective kind (and their medians as the defaults), FLOP/s and memory
+    bandwidth."""
     mesh = Mesh(np.array(jax.devices()[:devices]), ("x",))
     n = mesh.size
     small, large = 64, 1 << 18
-    latencies = []
+    latencies: dict[str, float] = {}
     rates: dict[str, float] = {}
     for kind in KINDS:
         t_small = _collective_seconds(mesh, kind, small, repeat)
@@ -106,30 +152,41 @@ def calibrate(devices: int = 8, repeat: int = 30) -> dict[str, Any]:
         # rate at 1 TB/s rather than divide by ~0.
         rate = min(extra / max(t_large - t_small, 1e-9), 1e12)
         rates[kind] = rate
-        latencies.append(max(t_small - _sent(kind, small * 4, n) / rate, 1e-7))
+        latencies[kind] = max(t_small - _sent(kind, small * 4, n) / rate, 1e-7)
     # Work on every device at once, as a partitioned program runs (devices
-    # that share cores share their speed).
-    size = 256
+    # that share cores share their speed); rates from the difference between
+    # two sizes, so the program's own launch does not count.
     spec = P("x")
-    blocks = jax.device_put(
-        np.ones((n * size, size), np.float32), NamedSharding(mesh, spec)
-    )
-    matmul = jax.jit(
-        jax.shard_map(lambda m: m @ m, mesh=mesh, in_specs=spec, out_specs=spec)
-    )
-    flops = 2 * size**3 / _seconds(lambda: matmul(blocks), repeat)
-    elements = 1 << 20
-    v = jax.device_put(np.ones((n * elements,), np.float32), NamedSharding(mesh, spec))
-    add = jax.jit(
-        jax.shard_map(lambda u: u + 1.0, mesh=mesh, in_specs=spec, out_specs=spec)
-    )
-    memory = 2 * elements * 4 / _seconds(lambda: add(v), repeat)  # read + write
+
+    def blockwise(
+        fn: Callable[[jax.Array], jax.Array], shape: tuple[int, ...]
+    ) -> float:
+        a = jax.device_put(
+            np.ones((n * shape[0], *shape[1:]), np.float32), NamedSharding(mesh, spec)
+        )
+        run = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec))
+        return _seconds(lambda: run(a), repeat)
+
+    def matmul(m: jax.Array) -> jax.Array:
+        return m @ m
+
+    def add(u: jax.Array) -> jax.Array:
+        return u + 1.0
+
+    lo, hi = 128, 256
+    spent = blockwise(matmul, (hi, hi)) - blockwise(matmul, (lo, lo))
+    flops = 2 * (hi**3 - lo**3) / max(spent, 1e-9)
+    lo, hi = 1 << 16, 1 << 20
+    spent = blockwise(add, (hi,)) - blockwise(add, (lo,))
+    memory = 2 * (hi - lo) * 4 / max(spent, 1e-9)  # read + write
     return {
-        "latency": statistics.median(latencies),
+        "latency": statistics.median(latencies.values()),
         "bandwidth": statistics.median(rates.values()),
         "flops": flops,
         "memory_bandwidth": memory,
         "kind_bandwidth": rates,
+        "kind_latency": latencies,
+        "variadic_launches": _variadic_launches(mesh, repeat),
     }
 
 

@@ -24,7 +24,7 @@ from meshjit.passes.partitioner import (
     partition_support,
 )
 from meshjit.passes.partitioner.combine import combine_collectives
-from meshjit.passes.partitioner.cost import load_cost
+from meshjit.passes.partitioner.cost import SMALL_REDUCE_BYTES, load_cost
 
 __all__ = [
     "Collective",
@@ -75,7 +75,8 @@ class PartitionPass(ModulePass):
             diags.payloads["partition-graph"] = graph
         replace_module(module, text, diags.source_name)
         if self.combine:
-            report.combined.extend(combine_collectives(module))
+            small = SMALL_REDUCE_BYTES if model.variadic_launches else 0
+            report.combined.extend(combine_collectives(module, small_reduce=small))
         diags.payloads["partition"] = report
         if diags.wants("collectives"):
             diags.report("collectives", report.collectives_text())

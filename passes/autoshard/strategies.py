@@ -14,7 +14,6 @@ whole (the search does not weigh halo exchanges or moves). Pure Python.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -49,9 +48,11 @@ class Strategy:
     compute: float  # the op's share of the work on one device
     collective: float  # reducing a partial result (all-reduce / reduce-scatter)
     note: str = ""  # "all-reduce over x", "reduce-scatter over x onto dim 1"
-    # The reduction's kind and the launch latency inside `collective`: where
-    # independent reductions are combined into one collective (XLA's
-    # all-reduce combiner, meshjit's reduce-scatter combining), they share it.
+    # The reduction's kind and the launch latency inside `collective` that
+    # independent reductions share where they are combined into one
+    # collective (meshjit's reduce-scatter and small all-reduce combining,
+    # XLA's all-reduce combiner where its variadic all-reduce launches once:
+    # `CostModel.shares_launch`); 0 where each pays its own.
     kind: str = ""
     latency: float = 0.0
 
@@ -183,8 +184,9 @@ def _reduced(
     """A strategy whose results are partial over `partial`: all-reduced, or
     (one result) reduce-scattered onto a dim the axes divide."""
     names = ",".join(a.name for a in partial)
-    bytes_only = dataclasses.replace(cost, latency=0.0)
+    bytes_only = cost.without_latency()
     seconds = latency = 0.0
+    nbytes = 0
     for lay, t in zip(outs, results, strict=True):
         if lay is not None and t.shape is not None:
             full = reshard_seconds(lay, lay, t.shape, t.itemsize, mesh, partial, cost)
@@ -192,6 +194,9 @@ def _reduced(
             latency += full - reshard_seconds(
                 lay, lay, t.shape, t.itemsize, mesh, partial, bytes_only
             )
+            nbytes += local_bytes(t.shape, lay, t.itemsize, mesh)
+    if not cost.shares_launch("all-reduce", nbytes):
+        latency = 0.0
     note = f"all-reduce over {names}"
     found = [
         Strategy(factors, ins, outs, compute, seconds, note, "all-reduce", latency)

@@ -2,16 +2,16 @@
 once), as XLA's AllReduce/ReduceScatter/AllGather combiners do on HLO.
 
 Runs on the per-device program the partitioner wrote, one block at a time.
-Reduce-scatters, and all-gathers with small results, with the same replica
-groups, reduction and element type, none of which depends on another (the
-rewrite also handles all-reduces, but those are left to XLA's own variadic
-combiner: see COMBINABLE), become one
-collective on their operands side by side: each operand with its collective's
-dim moved first, as `k` rows (the group size) for a reduce-scatter or one
-row otherwise, concatenated along dim 1; each result is cut back out and put
-back in shape. Ops between the first and the last member that use an earlier
-member's result move after the combined collective (they cannot feed a later
-member: the members are independent).
+Reduce-scatters, all-gathers with small results and, where the platform's
+variadic all-reduce launches once per operand, small all-reduces
+(`cost.SMALL_REDUCE_BYTES`), with the same replica groups, reduction and element
+type, none of which depends on another, become one collective on their
+operands side by side: each operand with its collective's dim moved first, as
+`k` rows (the group size) for a reduce-scatter or one row otherwise,
+concatenated along dim 1; each result is cut back out and put back in shape.
+Ops between the first and the last member that use an earlier member's result
+move after the combined collective (they cannot feed a later member: the
+members are independent).
 
 `plan_groups` is the choice, on plain data (testable without MLIR);
 `combine_collectives` does the rewrite with the MLIR bindings.
@@ -27,10 +27,16 @@ from jaxlib.mlir import ir
 
 from meshjit.passes.partitioner.builder import itemsize
 
-# All-reduces are left to XLA: its own combiner (on CPU and GPU) makes one
-# variadic all-reduce with no copies; concatenating here measured 1.33x
-# jax.jit's memory on the bench's DP train steps.
-COMBINABLE = frozenset({"stablehlo.reduce_scatter", "stablehlo.all_gather"})
+# All-gathers and reduce-scatters are combined here; all-reduces are left to
+# XLA's own combiner (on CPU and GPU it makes one variadic all-reduce with no
+# copies; concatenating every all-reduce here measured 1.33x jax.jit's memory
+# on the bench's DP train steps) except small ones where the platform's
+# variadic all-reduce launches once per operand (`CostModel.variadic_launches`:
+# XLA's CPU backend, where a variadic all-reduce of 16 small operands costs
+# 16 single ones, 2.6 ms against 0.23 ms for one of the same bytes).
+COMBINABLE = frozenset(
+    {"stablehlo.reduce_scatter", "stablehlo.all_gather", "stablehlo.all_reduce"}
+)
 # At most this many bytes (per device, the combined operand) in one
 # collective; it bounds how long unreduced data waits (XLA's combiners have
 # such a threshold too).
@@ -42,7 +48,12 @@ COMBINE_LIMIT_BYTES = 32 << 20
 # 0.76x and 1.20x; gathers left alone: 0.96x and 0.98x). Small gathers (norm
 # scales, biases) are latency-bound and combine.
 GATHER_LIMIT_BYTES = 64 << 10
+# All-reduces (where their launches are not shared otherwise): operands of at
+# most SMALL_REDUCE_BYTES (`cost.py`), while the concatenation stays under
+# this many bytes.
+REDUCE_LIMIT_BYTES = 1 << 20
 _GATHER = "stablehlo.all_gather"
+_REDUCE = "stablehlo.all_reduce"
 _DIM_ATTR = {
     "stablehlo.reduce_scatter": "scatter_dimension",
     "stablehlo.all_gather": "all_gather_dim",
@@ -76,13 +87,14 @@ def plan_groups(
     """Runs of candidates (indices, in order) to combine: one open group per
     key; a candidate joins it unless it depends on a member or the group
     would pass its limit (`limit` bytes; GATHER_LIMIT_BYTES for all-gathers,
-    whose `nbytes` are their results'), else the group closes and a new one
-    opens. Groups of one are left out."""
+    whose `nbytes` are their results', REDUCE_LIMIT_BYTES for all-reduces),
+    else the group closes and a new one opens. Groups of one are left out."""
     groups: list[list[int]] = []
     open_: dict[tuple[str, ...], tuple[list[int], int, int]] = {}
+    own = {_GATHER: GATHER_LIMIT_BYTES, _REDUCE: REDUCE_LIMIT_BYTES}
     for i, c in enumerate(candidates):
         found = open_.get(c.key)
-        most = min(limit, GATHER_LIMIT_BYTES) if c.key[0] == _GATHER else limit
+        most = min(limit, own.get(c.key[0], limit))
         if found is not None:
             members, mask, size = found
             if not c.depends_on & mask and size + c.nbytes <= most:
@@ -99,14 +111,18 @@ def plan_groups(
 
 
 def combine_collectives(
-    module: ir.Module, limit: int = COMBINE_LIMIT_BYTES
+    module: ir.Module,
+    limit: int = COMBINE_LIMIT_BYTES,
+    small_reduce: int = 0,
 ) -> list[Combined]:
-    """Combines in every block of `module`; returns what it combined."""
+    """Combines in every block of `module`; returns what it combined.
+    All-reduces take part when their operand is at most `small_reduce` bytes
+    (0: none, XLA's combiner shares their launch)."""
     done: list[Combined] = []
     with module.context, ir.Location.unknown():
         for block in list(_blocks(module.operation)):
             while True:
-                found = _combine_in(block, limit)
+                found = _combine_in(block, limit, small_reduce)
                 if not found:
                     break
                 done.extend(found)
@@ -140,6 +156,13 @@ def _ranked(ty: ir.Type) -> ir.RankedTensorType | None:
     return None
 
 
+def _operand_bytes(op: ir.Operation) -> int:
+    tensor = _ranked(op.operands[0].type) if len(op.operands) == 1 else None
+    if tensor is None or not tensor.has_static_shape:
+        return 1 << 62  # not a candidate
+    return math.prod(tensor.shape) * itemsize(str(tensor.element_type))
+
+
 def _key(op: ir.Operation, printed: dict[ir.Attribute, str]) -> tuple[str, ...] | None:
     if len(op.operands) != 1 or len(op.results) != 1:
         return None
@@ -170,14 +193,20 @@ def _key(op: ir.Operation, printed: dict[ir.Attribute, str]) -> tuple[str, ...] 
     )
 
 
-def _combine_in(block: ir.Block, limit: int) -> list[Combined]:
+def _combine_in(block: ir.Block, limit: int, small_reduce: int) -> list[Combined]:
     """One planning pass over `block`: rewrites the planned groups whose
     spans (first to last member) do not overlap an earlier rewritten one's.
     Rewriting moves ops only within a span, so the later groups' plans stay
     valid; the overlapping ones are planned again on the next pass."""
     ops = [o.operation for o in block.operations]
     printed: dict[ir.Attribute, str] = {}
-    keys = [_key(op, printed) if op.name in COMBINABLE else None for op in ops]
+    keys = [
+        _key(op, printed)
+        if op.name in COMBINABLE
+        and (op.name != _REDUCE or _operand_bytes(op) <= small_reduce)
+        else None
+        for op in ops
+    ]
     seen: dict[tuple[str, ...], int] = {}
     for key in keys:
         if key is not None:

@@ -10,6 +10,7 @@ bytes it touches over memory bandwidth. Constants are per platform
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -33,6 +34,22 @@ from meshjit.dialects.reshard import (
 from meshjit.dialects.sharding import MeshModel
 
 
+def _of_kind(table: tuple[tuple[str, float], ...], kind: str, default: float) -> float:
+    for name, value in table:
+        if name == kind:
+            return value
+    return default
+
+
+# All-reduces that meshjit's partitioner concatenates into one where the
+# platform's variadic all-reduce launches once per operand
+# (`CostModel.variadic_launches`): operands of at most this many bytes per
+# device. Above it a launch (~160 us on this project's CPU machine) costs less
+# than copying the operand into and out of the concatenation (~0.7 us per
+# KiB), and the copy is memory XLA's variadic all-reduce does not need.
+SMALL_REDUCE_BYTES = 128 << 10
+
+
 @dataclass(frozen=True, slots=True)
 class CostModel:
     """Seconds per collective and per unit of work on one device."""
@@ -42,17 +59,32 @@ class CostModel:
     flops: float = 10e9  # per device, all devices busy
     memory_bandwidth: float = 1.2e9  # bytes per second one device touches
     # Per collective kind, where it differs from `bandwidth` (bytes as
-    # `dialects/reshard.step_bytes` counts them: ring algorithms).
+    # `dialects/reshard.step_bytes` counts them: ring algorithms) or from
+    # `latency`.
     kind_bandwidth: tuple[tuple[str, float], ...] = ()
+    kind_latency: tuple[tuple[str, float], ...] = ()
+    # XLA's variadic collectives (what its all-reduce combiner makes) launch
+    # once per operand (XLA's CPU backend): independent all-reduces share a
+    # launch only where meshjit concatenates them (`partitioner/combine.py`).
+    variadic_launches: bool = False
 
     def collective_seconds(self, kind: str, nbytes: int, group: int) -> float:
         if nbytes == 0 or (group <= 1 and kind != "collective-permute"):
             return 0.0
-        rate = self.bandwidth
-        for name, value in self.kind_bandwidth:
-            if name == kind:
-                rate = value
-        return self.latency + nbytes / rate
+        rate = _of_kind(self.kind_bandwidth, kind, self.bandwidth)
+        return _of_kind(self.kind_latency, kind, self.latency) + nbytes / rate
+
+    def without_latency(self) -> CostModel:
+        """The same model with free launches: what is left is bytes."""
+        return dataclasses.replace(self, latency=0.0, kind_latency=())
+
+    def shares_launch(self, kind: str, nbytes: int) -> bool:
+        """Whether independent collectives of `kind`, each of `nbytes` per
+        device, are launched as one in the program (combined by meshjit's
+        partitioner or by XLA)."""
+        if kind == "all-reduce" and self.variadic_launches:
+            return nbytes <= SMALL_REDUCE_BYTES
+        return kind in ("all-reduce", "reduce-scatter")
 
     def compute_seconds(self, flops: float, nbytes: float) -> float:
         return max(flops / self.flops, nbytes / self.memory_bandwidth)
@@ -60,23 +92,34 @@ class CostModel:
 
 # Documented defaults per platform. "cpu": this project's machine class, 8
 # virtual devices on 2 cores, as `python -m meshjit.calibrate` measured it
-# (2026-11-24, rounded medians; runs varied by up to 2x): XLA's CPU
-# collectives synchronise threads, so a collective costs 270-370 us before
-# its bytes; per kind the rate of the bytes a ring algorithm sends differs
-# (an all-gather copies n blocks into every device: 0.55 GB/s; an all-reduce
-# of the same bytes is cheaper in-process: 0.9-3 GB/s), and the devices
-# share two cores (~10 GFLOP/s and ~1 GB/s of memory traffic each).
+# (2026-11-25, rounded medians of six runs; single runs varied by up to 2x).
+# A collective costs what it adds to a program, measured as chains of
+# dependent collectives (a program holding one collective measures twice as
+# much: the program's own launch and synchronisation, which a collective in a
+# partitioned program does not pay again): about 160 us for every kind before
+# its bytes, then per kind the rate of the bytes a ring algorithm sends (an
+# all-to-all is the slowest in-process, a permute or an all-reduce the
+# fastest). XLA's CPU backend launches a variadic all-reduce once per operand
+# (16 small operands: 2.6 ms, one all-reduce of the same bytes: 0.23 ms), so
+# combining independent all-reduces shares nothing unless meshjit
+# concatenates them. The devices share two cores (~19 GFLOP/s and ~3 GB/s of
+# memory traffic each, from two sizes less the program's launch).
 # "gpu": one H100 node over NVLink (about 10 us per collective, ~150 GB/s per
 # device for ring collectives, ~50 TFLOP/s of f32, 3 TB/s of HBM).
 PLATFORMS: dict[str, CostModel] = {
     "cpu": CostModel(
+        latency=160e-6,
+        bandwidth=2.0e9,
+        flops=19e9,
+        memory_bandwidth=3.0e9,
         kind_bandwidth=(
-            ("all-gather", 0.55e9),
-            ("all-reduce", 1.5e9),
-            ("reduce-scatter", 0.85e9),
-            ("all-to-all", 0.8e9),
-            ("collective-permute", 0.5e9),
-        )
+            ("all-gather", 2.0e9),
+            ("all-reduce", 2.5e9),
+            ("reduce-scatter", 1.5e9),
+            ("all-to-all", 1.05e9),
+            ("collective-permute", 2.1e9),
+        ),
+        variadic_launches=True,
     ),
     "gpu": CostModel(
         latency=10e-6, bandwidth=150e9, flops=50e12, memory_bandwidth=3e12
@@ -104,18 +147,34 @@ def load_cost(spec: str) -> CostModel:
             f"cost model file {spec!r} needs the numbers {', '.join(sorted(fields))}"
         )
     values = {k: float(data[k]) for k in fields}
-    kinds = data.get("kind_bandwidth", {})
-    if not isinstance(kinds, dict):
-        raise ValueError(f"cost model file {spec!r}: kind_bandwidth is not a mapping")
-    per_kind = tuple(sorted((str(k), float(v)) for k, v in kinds.items()))
-    if any(v <= 0 for v in values.values()) or any(v <= 0 for _, v in per_kind):
+    variadic = data.get("variadic_launches", False)
+    if not isinstance(variadic, bool):
+        raise ValueError(
+            f"cost model file {spec!r}: variadic_launches is not true/false"
+        )
+    per_kind = {}
+    for table in ("kind_bandwidth", "kind_latency"):
+        kinds = data.get(table, {})
+        if not isinstance(kinds, dict):
+            raise ValueError(f"cost model file {spec!r}: {table} is not a mapping")
+        unknown = sorted(set(kinds) - set(_KIND.values()))
+        if unknown:
+            raise ValueError(
+                f"cost model file {spec!r}: {table} names {', '.join(unknown)}; "
+                f"the kinds are {', '.join(_KIND.values())}"
+            )
+        per_kind[table] = tuple(sorted((str(k), float(v)) for k, v in kinds.items()))
+    numbers = [*values.values(), *(v for t in per_kind.values() for _, v in t)]
+    if any(not v > 0 for v in numbers):
         raise ValueError(f"cost model file {spec!r}: every number must be positive")
     return CostModel(
         values["latency"],
         values["bandwidth"],
         values["flops"],
         values["memory_bandwidth"],
-        per_kind,
+        per_kind["kind_bandwidth"],
+        per_kind["kind_latency"],
+        variadic,
     )
 
 

@@ -14,9 +14,11 @@ from jax.sharding import PartitionSpec as P
 import meshjit
 from meshjit.passes.partitioner.combine import (
     GATHER_LIMIT_BYTES,
+    REDUCE_LIMIT_BYTES,
     Candidate,
     plan_groups,
 )
+from meshjit.passes.partitioner.cost import SMALL_REDUCE_BYTES
 
 RS = ("stablehlo.reduce_scatter", "groups", "add", "f32", "True")
 AR = ("stablehlo.all_reduce", "groups", "add", "f32", "True")
@@ -57,6 +59,9 @@ def test_byte_limits() -> None:
     assert plan_groups(gathers) == []
     small = [Candidate(i, AG, 1024, 0) for i in range(3)]
     assert plan_groups(small) == [[0, 1, 2]]
+    half = REDUCE_LIMIT_BYTES // 2  # and all-reduces theirs
+    reduces = [Candidate(i, AR, half, 0) for i in range(3)]
+    assert plan_groups(reduces) == [[0, 1]]
 
 
 def mesh_2x4() -> Mesh:
@@ -65,10 +70,10 @@ def mesh_2x4() -> Mesh:
 
 @pytest.mark.devices(8)
 def test_combined_reduce_scatters_all_reduces_and_gathers_match_unsharded() -> None:
-    """Three partial sums reduce-scattered along different dims, two
-    all-reduced (left to XLA's own combiner), three small values gathered:
-    reduce-scatters and gathers are combined into one collective each and
-    every output equals the unsharded one."""
+    """Three partial sums reduce-scattered along different dims, two small
+    ones all-reduced, three small values gathered: on the CPU cost model
+    (XLA's CPU variadic all-reduce launches once per operand) each kind is
+    combined into one collective, and every output equals the unsharded one."""
     m = mesh_2x4()
     rng = np.random.default_rng(0)
     a = rng.standard_normal((16, 64)).astype(np.float32)
@@ -93,12 +98,55 @@ def test_combined_reduce_scatters_all_reduces_and_gathers_match_unsharded() -> N
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
     report = compiled.partition_report
     combined = {c.kind: c.count for c in report.combined}
-    assert combined == {"reduce-scatter": 3, "all-gather": 3}, report.collectives_text()
+    want_combined = {"reduce-scatter": 3, "all-gather": 3, "all-reduce": 2}
+    assert combined == want_combined, report.collectives_text()
     assert "issued after combining" in report.collectives_text()
     hlo = compiled.as_text("partitioned")
     assert hlo.count('"stablehlo.reduce_scatter"') == 1
     assert hlo.count('"stablehlo.all_gather"') == 1
-    assert hlo.count('"stablehlo.all_reduce"') == 2
+    assert hlo.count('"stablehlo.all_reduce"') == 1
+
+
+@pytest.mark.devices(8)
+@pytest.mark.parametrize("cost", ["cpu", "gpu"])
+def test_only_small_all_reduces_are_combined_and_only_on_cpu(
+    cost: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two small all-reduces and one above SMALL_REDUCE_BYTES: the CPU model
+    concatenates the small two and leaves the large one alone; the GPU model
+    (one launch for XLA's variadic all-reduce) leaves all three to XLA."""
+    monkeypatch.setenv("MESHJIT_COST", cost)
+    m = mesh_2x4()
+    rng = np.random.default_rng(2)
+    side = 256
+    assert side * side * 4 > SMALL_REDUCE_BYTES
+    a = rng.standard_normal((side, 64)).astype(np.float32)
+    b = rng.standard_normal((64, side)).astype(np.float32)
+    c = rng.standard_normal((8, 64)).astype(np.float32)
+
+    def f(a, b, c):  # type: ignore[no-untyped-def]
+        return a @ b, c @ b[:, :8], c @ b[:, 8:16]
+
+    sh = [NamedSharding(m, P(None, "y")), NamedSharding(m, P("y")), None]
+    sh[2] = sh[0]
+    compiled = (
+        meshjit.jit(f, in_shardings=sh, out_shardings=NamedSharding(m, P()))
+        .lower(a, b, c)
+        .compile()
+    )
+    got = compiled(*[jax.device_put(v, s) for v, s in zip((a, b, c), sh, strict=True)])
+    for g, w in zip(got, f(a, b, c), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-4)
+    report = compiled.partition_report
+    assert report.counts() == {"all-reduce": 3}, report.collectives_text()
+    combined = [(g.kind, g.count) for g in report.combined]
+    hlo = compiled.as_text("partitioned")
+    if cost == "cpu":
+        assert combined == [("all-reduce", 2)], report.collectives_text()
+        assert hlo.count('"stablehlo.all_reduce"') == 2
+    else:
+        assert combined == [], report.collectives_text()
+        assert hlo.count('"stablehlo.all_reduce"') == 3
 
 
 @pytest.mark.devices(8)

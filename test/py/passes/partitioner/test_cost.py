@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from meshjit.frontend.stages import partition_pipeline
-from meshjit.passes.partitioner.cost import PLATFORMS, CostModel, load_cost, op_flops
+from meshjit.passes.partitioner.cost import (
+    PLATFORMS,
+    SMALL_REDUCE_BYTES,
+    CostModel,
+    load_cost,
+    op_flops,
+)
 
 
 def test_platform_defaults_and_files(tmp_path: Path) -> None:
@@ -34,6 +40,30 @@ def test_platform_defaults_and_files(tmp_path: Path) -> None:
     model = load_cost(str(path))
     assert model.collective_seconds("all-reduce", 8000, 8) == pytest.approx(1e-5 + 1e-6)
     assert model.collective_seconds("all-gather", 2000, 8) == pytest.approx(1e-5 + 1e-6)
+    data["kind_latency"] = {"collective-permute": 3e-5}
+    data["variadic_launches"] = True
+    path.write_text(json.dumps(data))
+    model = load_cost(str(path))
+    assert model.collective_seconds("collective-permute", 2000, 2) == pytest.approx(
+        3e-5 + 1e-6
+    )
+    assert model.collective_seconds("all-gather", 2000, 8) == pytest.approx(1e-5 + 1e-6)
+    assert model.variadic_launches
+    free = model.without_latency()
+    assert free.collective_seconds("collective-permute", 2000, 2) == pytest.approx(1e-6)
+
+
+def test_which_independent_reductions_share_a_launch() -> None:
+    """Where XLA's variadic all-reduce launches once per operand (its CPU
+    backend) only the all-reduces meshjit concatenates share one."""
+    cpu, gpu = PLATFORMS["cpu"], PLATFORMS["gpu"]
+    assert cpu.variadic_launches
+    assert not gpu.variadic_launches
+    assert cpu.shares_launch("all-reduce", SMALL_REDUCE_BYTES)
+    assert not cpu.shares_launch("all-reduce", SMALL_REDUCE_BYTES + 1)
+    assert gpu.shares_launch("all-reduce", 1 << 30)
+    assert cpu.shares_launch("reduce-scatter", 1 << 30)
+    assert not cpu.shares_launch("all-to-all", 1)
 
 
 def test_bad_cost_files_are_errors(tmp_path: Path) -> None:
@@ -45,6 +75,13 @@ def test_bad_cost_files_are_errors(tmp_path: Path) -> None:
         load_cost(str(path))
     path.write_text('{"latency": 1, "bandwidth": 0, "flops": 1, "memory_bandwidth": 1}')
     with pytest.raises(ValueError, match="positive"):
+        load_cost(str(path))
+    good = {"latency": 1, "bandwidth": 1, "flops": 1, "memory_bandwidth": 1}
+    path.write_text(json.dumps({**good, "kind_latency": {"all-gahter": 1}}))
+    with pytest.raises(ValueError, match="names all-gahter; the kinds are"):
+        load_cost(str(path))
+    path.write_text(json.dumps({**good, "variadic_launches": "yes"}))
+    with pytest.raises(ValueError, match="variadic_launches is not true/false"):
         load_cost(str(path))
 
 
@@ -93,6 +130,9 @@ def test_calibrate_measures_a_usable_model(tmp_path: Path) -> None:
     assert model.bandwidth > 0
     assert model.flops > 0
     assert model.memory_bandwidth > 0
+    kinds = {"all-gather", "all-reduce", "reduce-scatter", "all-to-all"}
+    assert kinds <= {k for k, _ in model.kind_latency}
+    assert isinstance(model.variadic_launches, bool)
 
 
 @pytest.mark.devices(8)
