@@ -44,9 +44,11 @@ class PartitionPass(ModulePass):
     # The cost model choices are weighed with: "cpu", "gpu", or a JSON file
     # from `python -m meshjit.calibrate` (CLI: partition{cost=gpu}).
     cost: str = "cpu"
-    # Independent reduce-scatters and small all-gathers of the same groups
-    # written as one (partitioner/combine.py; all-reduces are left to XLA's
-    # own combiner); partition{combine=false} keeps one per reshard.
+    # Independent reduce-scatters, small all-gathers and (where the cost
+    # model's variadic_launches says XLA's variadic all-reduce launches once
+    # per operand: cpu) small all-reduces of the same groups written as one
+    # (partitioner/combine.py; other all-reduces are left to XLA's own
+    # combiner); partition{combine=false} keeps one per reshard.
     combine: bool = True
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
