@@ -24,6 +24,7 @@ from meshjit.passes.propagation.explain import (
     explain_records,
     explain_text,
 )
+from meshjit.passes.propagation.groups import split_conflicting_groups
 
 _DEFAULT = Options()  # what JAX runs: user priorities, op priorities, aggressive
 
@@ -80,6 +81,7 @@ class PropagatePass(ModulePass):
         )
         explain = diags.wants("explain")
         html = diags.wants("html")  # meshjit.report: provenance for the page
+        split_conflicting_groups(module, diags)
         result = propagate_module(
             module, diags, options, diags.source_name, record=explain or html
         )

@@ -324,8 +324,32 @@ class _Builder:
         for members in self.groups.values():
             if len(members) > 1:
                 self.problem.groups.append(members)
+                self.sync_group(members)
         self.out.constant_like = self.constant_like
         return self.out
+
+    def sync_group(self, members: list[int]) -> None:
+        """Shardy's initial sync of a sharding group: the first member
+        sharding that is not fully open and replicated becomes every member's
+        when no other such member sharding differs from it. (Members that
+        differ are left as they are: Shardy then inserts open constraints and
+        warns, which meshjit does not do yet.)"""
+        p = self.problem
+        common: Sh | None = None
+        for v in members:
+            s = p.values[v]
+            if s is None or (not s.has_axes() and not any(s.closed)):
+                continue
+            if common is None:
+                common = s
+            elif s != common:
+                return
+        if common is None:
+            return
+        for v in members:
+            p.values[v] = common
+            if v in p.user:
+                p.user[v] = common
 
     def root_func(self, func: Node) -> None:
         name = func.attr("sym_name")

@@ -1,0 +1,33 @@
+"""Sharding groups (jax.experimental.shard_alike) through meshjit.jit: the
+members come out with one sharding and the values of the unsharded run."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from jax.experimental.shard_alike import shard_alike
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import meshjit
+
+
+@pytest.mark.devices(8)
+@pytest.mark.parametrize("specs", [(P("x"), P("x")), (P("x"), P("y")), (P(), P("y"))])
+def test_shard_alike_members_share_a_sharding(specs: tuple[P, P]) -> None:
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
+
+    def f(a, b):  # type: ignore[no-untyped-def]
+        return shard_alike(a * 2, b + 1)
+
+    a = np.arange(64, dtype=np.float32).reshape(8, 8)
+    b = a.T.copy()
+    ins = tuple(NamedSharding(mesh, s) for s in specs)
+    compiled = meshjit.jit(f, in_shardings=ins).lower(a, b).compile()
+    got = compiled(*[jax.device_put(x, s) for x, s in zip((a, b), ins, strict=True)])
+    np.testing.assert_array_equal(np.asarray(got[0]), a * 2)
+    np.testing.assert_array_equal(np.asarray(got[1]), b + 1)
+    assert got[0].sharding.is_equivalent_to(got[1].sharding, 2)
+    want = jax.jit(f, in_shardings=ins)(a, b)
+    assert got[0].sharding.is_equivalent_to(want[0].sharding, 2)
