@@ -216,7 +216,7 @@ class _Builder:
                 f"{loc}: {what} is sharded on @{ts.mesh_name}, but auto-shard "
                 f"shards over @{self.mesh_name}; use one mesh"
             )
-        return layout_of(ts)
+        return layout_of(ts, self.mesh)
 
     def add(self, member: Member, tie: tuple[object, ...] | None = None) -> int:
         index = len(self.members)
@@ -381,7 +381,7 @@ class _Builder:
         """An op the program already shards: only strategies that leave its
         results as written."""
         try:
-            wanted = [layout_of(ts) for ts in parse_sharding_per_value(text)]
+            wanted = [layout_of(ts, self.mesh) for ts in parse_sharding_per_value(text)]
         except ShardingError as err:
             raise AutoShardError(
                 f"{node.loc}: bad sdy.sharding on {what}: {err}"
@@ -891,8 +891,8 @@ def _add_node(b: _Builder, node: Node, share_layers: bool) -> None:
             node.id,
             node.operands,
             node.results,
-            [layout_of(ts) for ts in parse_sharding_per_value(ins)],
-            [layout_of(ts) for ts in parse_sharding_per_value(outs)],
+            [layout_of(ts, b.mesh) for ts in parse_sharding_per_value(ins)],
+            [layout_of(ts, b.mesh) for ts in parse_sharding_per_value(outs)],
         )
         return
     if node.op in CARRIED_OPS:

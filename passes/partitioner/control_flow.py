@@ -135,8 +135,12 @@ def manual_computation(node: Node, ctx: PartitionCtx) -> None:
     free axes only; the body's own collectives keep their groups)."""
     manual = node.attrs.get("manual_axes")
     names = re.findall(r'"([^"]*)"', manual.text if isinstance(manual, Opaque) else "")
-    in_lay = [layout_of(t) for t in _per_value(node.attrs.get("in_shardings"))]
-    out_lay = [layout_of(t) for t in _per_value(node.attrs.get("out_shardings"))]
+    in_lay = [
+        layout_of(t, ctx.mesh) for t in _per_value(node.attrs.get("in_shardings"))
+    ]
+    out_lay = [
+        layout_of(t, ctx.mesh) for t in _per_value(node.attrs.get("out_shardings"))
+    ]
     block = node.regions[0][0]
     operands = [
         ctx.value_reshard(v, lay, node, f"operand {i}")

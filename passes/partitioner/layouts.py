@@ -63,8 +63,12 @@ def layout_text(layout: Layout) -> str:
     return "[" + ", ".join(dims) + "]"
 
 
-def layout_of(sharding: TensorSharding) -> Layout:
-    return tuple(tuple(d.axes) for d in sharding.dims)
+def layout_of(sharding: TensorSharding, mesh: MeshModel) -> Layout:
+    """The sharding's dim axes, less axes of size 1 (they split nothing:
+    Shardy's import removes them before partitioning too)."""
+    return tuple(
+        tuple(a for a in d.axes if a.full_size(mesh) != 1) for d in sharding.dims
+    )
 
 
 def project(

@@ -51,7 +51,7 @@ def refuse_unreduced(sharding: TensorSharding, loc: SourceLoc) -> None:
         )
 
 
-def _read_layouts(graph: Graph, mesh_name: str) -> dict[int, Layout]:
+def _read_layouts(graph: Graph, mesh_name: str, mesh: MeshModel) -> dict[int, Layout]:
     """Value id -> layout from the shardings in the module."""
     layouts: dict[int, Layout] = {}
 
@@ -63,7 +63,7 @@ def _read_layouts(graph: Graph, mesh_name: str) -> dict[int, Layout]:
                 f"@{mesh_name}",
             )
         refuse_unreduced(sharding, loc)
-        layouts[vid] = layout_of(sharding)
+        layouts[vid] = layout_of(sharding, mesh)
 
     for node in graph.walk():
         if node.op == "func.func":
@@ -203,7 +203,7 @@ def partition_module_text(
         graph,
         mesh_name,
         mesh,
-        _read_layouts(graph, mesh_name),
+        _read_layouts(graph, mesh_name, mesh),
         report,
         HANDLERS,
         DEFAULT,
@@ -225,7 +225,7 @@ def partition_module_text(
         if text:
             sharding = parse_sharding(text)
             refuse_unreduced(sharding, main.loc)
-            out_layouts.append(layout_of(sharding))
+            out_layouts.append(layout_of(sharding, mesh))
         else:
             out_layouts.append(replicated(rank))
     _aim_at_results(graph, ctx, set(body.args), returned_ids, out_layouts)

@@ -31,7 +31,8 @@ def contains(a: Ax, b: Ax) -> bool:
 
 
 def overlaps(a: Ax, b: Ax) -> bool:
-    return a[0] == b[0] and a[1] < b[1] * b[2] and b[1] < a[1] * a[2]
+    # A size-1 axis spans no range of devices, yet is used once per tensor.
+    return a[0] == b[0] and (a == b or (a[1] < b[1] * b[2] and b[1] < a[1] * a[2]))
 
 
 def prefix_without_overlap(a: Ax, b: Ax) -> Ax | None:

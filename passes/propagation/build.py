@@ -100,17 +100,15 @@ def _axis(a: AxisRef, sizes: Mapping[str, int]) -> Ax:
 
 
 def to_sh(ts: TensorSharding, sizes: Mapping[str, int]) -> Sh:
-    """A parsed sharding as a slot sharding; size-1 axes are dropped (Shardy too)."""
-    dims = tuple(
-        tuple(x for x in (_axis(a, sizes) for a in d.axes) if x[2] != 1)
-        for d in ts.dims
-    )
+    """A parsed sharding as a slot sharding. Size-1 axes are kept, as
+    Shardy's propagation keeps them (its pipeline's import removes them:
+    `import-shardings` does here)."""
     return Sh(
         ts.mesh_name,
-        dims,
+        tuple(tuple(_axis(a, sizes) for a in d.axes) for d in ts.dims),
         tuple(d.closed for d in ts.dims),
-        tuple(x for x in (_axis(a, sizes) for a in ts.replicated) if x[2] != 1),
-        tuple(x for x in (_axis(a, sizes) for a in ts.unreduced) if x[2] != 1),
+        tuple(_axis(a, sizes) for a in ts.replicated),
+        tuple(_axis(a, sizes) for a in ts.unreduced),
     )
 
 
