@@ -490,6 +490,10 @@ class PartitionCtx:
         if node.op == "stablehlo.broadcast_in_dim":
             scalar = self.val(node.operands[0])
             return self.b.broadcast(scalar, local)
+        if node.op in ("sdy.sharding_constraint", "sdy.reshard"):
+            # per-device code has no sharding annotations: the value itself
+            # (jax's explicit mode constrains iotas it makes)
+            return self.recompute(node.operands[0], layout)
         if _pointwise(node):  # operands have the result's shape
             operands = [self.recompute(o, layout) for o in node.operands]
             (out,) = self.b.op(node.op, operands, [local], self.op_attrs(node), [])

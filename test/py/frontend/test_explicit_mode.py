@@ -81,6 +81,19 @@ def test_reduction_drops_the_reduced_axis() -> None:
     assert ours[0].sharding.spec == P("x")
 
 
+def test_argmax_along_a_split_dim() -> None:
+    """jax constrains the index iota it makes; the partitioner makes that iota
+    again in the layout the reduction needs, without the constraint (which
+    per-device code cannot hold)."""
+    x = put(X, EXPLICIT, "x", "y")
+
+    def f(a):  # type: ignore[no-untyped-def]
+        return jnp.argmax(a, axis=0), jnp.argmin(a, axis=1)
+
+    theirs, ours = run_both(lambda jit: jit(f), (x,))
+    assert_same(theirs, ours)
+
+
 def test_matmul_with_out_sharding_and_reshard() -> None:
     x = put(X, EXPLICIT, "x", "y")
     w = put(W, EXPLICIT, "y", None)
