@@ -95,6 +95,9 @@ class Diagnostics:
     # Structured results a pass leaves for Python callers (e.g. "partition" ->
     # PartitionReport), whether or not a text report was asked for.
     payloads: dict[str, object] = field(default_factory=dict)
+    # Warnings that `meshjit.jit` passes on to its caller as Python warnings
+    # (the rest concern the module as a compiler developer reads it).
+    user_warnings: list[str] = field(default_factory=list)
     _warned_once: set[str] = field(default_factory=set)
 
     def wants(self, report: str) -> bool:
@@ -110,6 +113,11 @@ class Diagnostics:
 
     def warning(self, loc: SourceLoc, message: str) -> None:
         self.items.append(Diagnostic(Severity.WARNING, loc, message))
+
+    def user_warning(self, loc: SourceLoc, message: str) -> None:
+        """A warning that `meshjit.jit`'s caller hears too."""
+        self.warning(loc, message)
+        self.user_warnings.append(message)
 
     def warning_once(self, key: str, loc: SourceLoc, message: str) -> None:
         """A warning reported once per key (e.g. once per unknown op name)."""

@@ -298,6 +298,12 @@ class Lowered(_Stage):
                 found = diags.payloads.get("auto-shard")
                 if found is not None:
                     self._auto_shard = found
+                # what the passes say the user should hear (a sharding
+                # group's members that start with different shardings)
+                for message in diags.user_warnings:
+                    warnings.warn(
+                        f"{self._inputs.api}: {message}", UserWarning, stacklevel=4
+                    )
             aliases = self._donation(interface_shardings(module))
             if aliases:
                 write_attrs(module, alias_plan(module, aliases, source))

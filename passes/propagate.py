@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from meshjit.compiler.diagnostics import Diagnostics
-from meshjit.compiler.graph import read_graph, write_attrs
+from meshjit.compiler.graph import invalidate_graphs, read_graph, write_attrs
 from meshjit.compiler.ir import ir
 from meshjit.compiler.pass_base import ModulePass
 from meshjit.passes.propagation.build import Built, build_problem, write_plan
@@ -81,7 +81,10 @@ class PropagatePass(ModulePass):
         )
         explain = diags.wants("explain")
         html = diags.wants("html")  # meshjit.report: provenance for the page
-        split_conflicting_groups(module, diags)
+        graph = read_graph(module, diags.source_name)  # shared with what follows
+        grouped = any(n.op == "sdy.sharding_group" for n in graph.nodes)
+        if grouped and split_conflicting_groups(module, diags):
+            invalidate_graphs(module)
         result = propagate_module(
             module, diags, options, diags.source_name, record=explain or html
         )

@@ -40,7 +40,7 @@ def split_conflicting_groups(module: ir.Module, diags: Diagnostics) -> int:
             if first is None:
                 continue
             owner = _owning_op(members[0])
-            diags.warning(
+            diags.user_warning(
                 parse_loc_text(str(owner.location), diags.source_name),
                 f"The initial operand shardings on the sharding groups of groupID: "
                 f"{gid} do not match. Inserting an open sharding constraint to all "
