@@ -163,6 +163,7 @@ class _Builder:
     # -- meshes and shardings ---------------------------------------------
 
     def read_meshes(self) -> None:
+        first: dict[object, str] = {}  # a mesh's definition -> its first name
         for nid in self.g.body.nodes:
             node = self.g.node(nid)
             if node.op != "sdy.mesh":
@@ -178,6 +179,8 @@ class _Builder:
                 continue
             self.meshes[name] = {a.name: a.size for a in mesh.axes}
             self.mesh_order[name] = mesh.axis_names
+            if mesh.axes:
+                self.problem.same_mesh[name] = first.setdefault(mesh, name)
             if not mesh.axes and mesh.device_ids is not None:
                 self.problem.maximal.add(name)
         self.problem.meshes = self.meshes

@@ -182,6 +182,10 @@ class Problem:
     # maximal meshes (no axes, one device): a value on one is placed whole
     # on that device and takes part in no propagation
     maximal: set[str] = field(default_factory=set)
+    # mesh name -> the first mesh declared with the same axes and devices:
+    # shardings on either propagate to each other (Shardy compares meshes by
+    # their definition, not their name)
+    same_mesh: dict[str, str] = field(default_factory=dict)
 
     def add_value(self, shape: tuple[int, ...], name: str = "") -> int:
         self.values.append(None)
@@ -1114,7 +1118,9 @@ class Propagator:
                 continue
             if mesh is None:
                 mesh = sh.mesh
-            elif sh.mesh != mesh:
+            elif sh.mesh != mesh and self.p.same_mesh.get(
+                sh.mesh, sh.mesh
+            ) != self.p.same_mesh.get(mesh, mesh):
                 return None
             if not sharded and sh.has_axes():
                 sharded = True
