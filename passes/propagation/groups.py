@@ -17,7 +17,11 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from meshjit.compiler.diagnostics import Diagnostics, parse_loc_text
-from meshjit.dialects.sdy_text import parse_sharding, parse_sharding_per_value
+from meshjit.dialects.sdy_text import (
+    parse_sharding,
+    parse_sharding_per_value,
+    print_symbol,
+)
 from meshjit.dialects.sharding import TensorSharding
 from meshjit.errors import ShardingError
 
@@ -50,7 +54,7 @@ def split_conflicting_groups(module: ir.Module, diags: Diagnostics) -> int:
             )
             dims = ", ".join(["{?}"] * first.rank)
             open_like = ir.Attribute.parse(
-                f"#sdy.sharding<@{first.mesh_name}, [{dims}]>"
+                f"#sdy.sharding<{print_symbol(first.mesh_name)}, [{dims}]>"
             )
             for member in dict.fromkeys(members):
                 _constrain(member, open_like)
