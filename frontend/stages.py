@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -319,40 +319,17 @@ class Lowered(_Stage):
         if self._aliases is not None:
             return self._aliases
         inputs = self._inputs
-        kept = inputs.traced.kept
         arg_sh, res_sh = shardings
         outputs = inputs.traced.outputs
-        taken: set[int] = set()
-        aliases: dict[int, int] = {}
-        unusable: list[str] = []
-        for k, donated in enumerate(inputs.donated):
-            if not donated:
-                continue
-            leaf = inputs.leaves[k]
-            if k not in kept:
-                unusable.append(f"{leaf.describe()} `{leaf.path}` (unused)")
-                continue
-            j = kept.index(k)
-            match = next(
-                (
-                    r
-                    for r, o in enumerate(outputs)
-                    if r not in taken
-                    and o.shape == leaf.shape
-                    and o.dtype == leaf.dtype
-                    and _layout(res_sh[r], o.physical_ndim)
-                    == _layout(arg_sh[j], leaf.physical_ndim)
-                ),
-                None,
+        kept = inputs.traced.kept
+
+        def same_layout(j: int, r: int) -> bool:
+            leaf = inputs.leaves[kept[j]]
+            return _layout(res_sh[r], outputs[r].physical_ndim) == _layout(
+                arg_sh[j], leaf.physical_ndim
             )
-            if match is None:
-                unusable.append(
-                    f"{leaf.describe()} `{leaf.path}` (no output with the same shape, "
-                    "dtype and sharding)"
-                )
-                continue
-            taken.add(match)
-            aliases[j] = match
+
+        aliases, unusable = match_donations(inputs, same_layout)
         self._aliases = aliases
         self._unusable = unusable
         return aliases
@@ -467,21 +444,51 @@ def auto_shard_pass(inputs: LoweringInputs) -> str | None:
     placement = inputs.placement
     if placement.auto is None:
         return None
+    ties, _ = match_donations(inputs)
+    devices = placement.mesh.flat_devices
+    text = ",".join(f"{j}:{r}" for j, r in ties.items())
+    return placement.auto.pass_text(cost_spec(devices), text)
+
+
+def match_donations(
+    inputs: LoweringInputs, same_layout: Callable[[int, int], bool] | None = None
+) -> tuple[dict[int, int], list[str]]:
+    """As donation matches buffers: @main argument -> the first result not
+    yet taken with its shape and dtype (and, given `same_layout(argument,
+    result)`, its layout); and the donated leaves left without one."""
     kept = inputs.traced.kept
     outputs = inputs.traced.outputs
     taken: set[int] = set()
-    ties = []
-    for j, k in enumerate(kept):
-        if not inputs.donated[k]:
+    matched: dict[int, int] = {}
+    unusable: list[str] = []
+    for k, donated in enumerate(inputs.donated):
+        if not donated:
             continue
         leaf = inputs.leaves[k]
-        for r, out in enumerate(outputs):
-            if r not in taken and out.shape == leaf.shape and out.dtype == leaf.dtype:
-                taken.add(r)
-                ties.append(f"{j}:{r}")
-                break
-    devices = placement.mesh.flat_devices
-    return placement.auto.pass_text(cost_spec(devices), ",".join(ties))
+        if k not in kept:
+            unusable.append(f"{leaf.describe()} `{leaf.path}` (unused)")
+            continue
+        j = kept.index(k)
+        match = next(
+            (
+                r
+                for r, o in enumerate(outputs)
+                if r not in taken
+                and o.shape == leaf.shape
+                and o.dtype == leaf.dtype
+                and (same_layout is None or same_layout(j, r))
+            ),
+            None,
+        )
+        if match is None:
+            unusable.append(
+                f"{leaf.describe()} `{leaf.path}` (no output with the same shape, "
+                "dtype and sharding)"
+            )
+            continue
+        taken.add(match)
+        matched[j] = match
+    return matched, unusable
 
 
 def propagation_pipeline(inputs: LoweringInputs) -> str:
