@@ -42,6 +42,23 @@ def _seconds(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(times)
 
 
+Block = Callable[[jax.Array], jax.Array]
+
+
+def _blockwise_seconds(
+    mesh: Mesh, fn: Block, shape: tuple[int, ...], repeat: int
+) -> float:
+    """Seconds of `fn` on every device's block of ones of `shape` at once, as
+    a partitioned program runs (devices that share cores share their speed)."""
+    spec = P("x")
+    a = jax.device_put(
+        np.ones((mesh.size * shape[0], *shape[1:]), np.float32),
+        NamedSharding(mesh, spec),
+    )
+    run = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec))
+    return _seconds(lambda: run(a), repeat)
+
+
 def _one(kind: str, a: jax.Array, n: int) -> jax.Array:
     """One collective of `kind` on a block, giving a block of the same shape."""
     out: jax.Array
@@ -66,20 +83,18 @@ def _collective_seconds(mesh: Mesh, kind: str, elements: int, repeat: int) -> fl
     backend about twice the in-program figure), which a collective inside a
     partitioned program does not pay again."""
     n = mesh.size
-    spec = P("x")
-    x = jax.device_put(np.ones((n * elements,), np.float32), NamedSharding(mesh, spec))
 
-    def chain(k: int) -> Callable[[jax.Array], jax.Array]:
+    def chain(k: int) -> Block:
         def body(a: jax.Array) -> jax.Array:
             for _ in range(k):
                 a = _one(kind, a, n) * 0.5  # dependent: no two can combine
             return a
 
-        return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec))
+        return body
 
-    short, long = chain(1), chain(1 + CHAIN)
-    spent = _seconds(lambda: long(x), repeat) - _seconds(lambda: short(x), repeat)
-    return max(0.0, spent / CHAIN)
+    long = _blockwise_seconds(mesh, chain(1 + CHAIN), (elements,), repeat)
+    short = _blockwise_seconds(mesh, chain(1), (elements,), repeat)
+    return max(0.0, (long - short) / CHAIN)
 
 
 CHAIN = 8
@@ -89,11 +104,7 @@ def _variadic_launches(mesh: Mesh, repeat: int) -> bool:
     """Whether a variadic all-reduce (what XLA's all-reduce combiner makes)
     launches once per operand: one of 8 small operands against one all-reduce
     of the same bytes. On XLA's CPU backend it costs about 8 single ones."""
-    n, parts, elements = mesh.size, 8, 1024
-    spec = P("x")
-    x = jax.device_put(
-        np.ones((n * parts * elements,), np.float32), NamedSharding(mesh, spec)
-    )
+    parts, elements = 8, 1024
 
     def split(a: jax.Array) -> jax.Array:
         pieces = [a[i * elements : (i + 1) * elements] * (i + 1) for i in range(parts)]
@@ -107,9 +118,8 @@ def _variadic_launches(mesh: Mesh, repeat: int) -> bool:
     def local(a: jax.Array) -> jax.Array:
         return a * 2
 
-    def seconds(fn: Callable[[jax.Array], jax.Array]) -> float:
-        run = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec))
-        return _seconds(lambda: run(x), repeat)
+    def seconds(fn: Block) -> float:
+        return _blockwise_seconds(mesh, fn, (parts * elements,), repeat)
 
     base = seconds(local)
     return seconds(split) - base > 3 * max(seconds(whole) - base, 1e-6)
@@ -156,16 +166,9 @@ def calibrate(devices: int = 8, repeat: int = 30) -> dict[str, Any]:
     # Work on every device at once, as a partitioned program runs (devices
     # that share cores share their speed); rates from the difference between
     # two sizes, so the program's own launch does not count.
-    spec = P("x")
 
-    def blockwise(
-        fn: Callable[[jax.Array], jax.Array], shape: tuple[int, ...]
-    ) -> float:
-        a = jax.device_put(
-            np.ones((n * shape[0], *shape[1:]), np.float32), NamedSharding(mesh, spec)
-        )
-        run = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec))
-        return _seconds(lambda: run(a), repeat)
+    def blockwise(fn: Block, shape: tuple[int, ...]) -> float:
+        return _blockwise_seconds(mesh, fn, shape, repeat)
 
     def matmul(m: jax.Array) -> jax.Array:
         return m @ m

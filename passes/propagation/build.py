@@ -100,9 +100,9 @@ def _axis(a: AxisRef, sizes: Mapping[str, int]) -> Ax:
 
 
 def to_sh(ts: TensorSharding, sizes: Mapping[str, int]) -> Sh:
-    """A parsed sharding as a slot sharding. Size-1 axes are kept, as
-    Shardy's propagation keeps them (its pipeline's import removes them:
-    `import-shardings` does here)."""
+    """A parsed sharding as a slot sharding. Size-1 axes are kept and
+    propagate, as in Shardy's propagation (the partitioner and auto-shard
+    read them as absent: `partitioner.layouts.layout_of`)."""
     return Sh(
         ts.mesh_name,
         tuple(tuple(_axis(a, sizes) for a in d.axes) for d in ts.dims),
@@ -332,9 +332,10 @@ class _Builder:
     def sync_group(self, members: list[int]) -> None:
         """Shardy's initial sync of a sharding group: the first member
         sharding that is not fully open and replicated becomes every member's
-        when no other such member sharding differs from it. (Members that
-        differ are left as they are: Shardy then inserts open constraints and
-        warns, which meshjit does not do yet.)"""
+        when no other such member sharding differs from it. Groups whose
+        members differ were already rewritten before the graph was read
+        (`groups.split_conflicting_groups`: open constraints join the group
+        in the members' places, so they agree here)."""
         p = self.problem
         common: Sh | None = None
         for v in members:
