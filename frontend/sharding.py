@@ -14,11 +14,13 @@ import abc
 import itertools
 import math
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
 import jax
 import numpy as np
+from jax.sharding import AxisType
 
 from meshjit.compiler.bridge import DuplicateAxisShardingError
 from meshjit.dialects import gspmd_text, sdy_text
@@ -91,14 +93,39 @@ class PartitionSpec:
     and `('x',)` is `'x'`, so `P('x') == P('x', None) == P(('x',))`.
     """
 
-    __slots__ = ("_partitions",)
+    __slots__ = ("_partitions", "reduced", "unreduced")
     UNCONSTRAINED: ClassVar[_Unconstrained] = UNCONSTRAINED
     _partitions: tuple[Partition, ...]
+    # jax's explicit-sharding sets: axes over which the value is a partial sum
+    # still to be added up (`unreduced`), or replicated but summed over in its
+    # transpose (`reduced`: to the partitioner a replicated value).
+    unreduced: frozenset[str]
+    reduced: frozenset[str]
 
-    def __init__(self, *partitions: object) -> None:
+    def __init__(
+        self,
+        *partitions: object,
+        unreduced: AbstractSet[str] = frozenset(),
+        reduced: AbstractSet[str] = frozenset(),
+    ) -> None:
         self._partitions = tuple(
             _normalize_entry(e, i, partitions) for i, e in enumerate(partitions)
         )
+        self.unreduced = _axis_set(unreduced, "unreduced", partitions)
+        self.reduced = _axis_set(reduced, "reduced", partitions)
+        if self.unreduced & self.reduced:
+            raise ShardingError(
+                f"P{partitions!r}: axes {sorted(self.unreduced & self.reduced)} are "
+                "both unreduced and reduced; an axis may be one or the other"
+            )
+        on_dims = set(self.axis_names())
+        for name, found in (("unreduced", self.unreduced), ("reduced", self.reduced)):
+            if on_dims & found:
+                raise ShardingError(
+                    f"P{partitions!r} splits dims over {sorted(on_dims & found)}, "
+                    f"which it also lists as {name}; an axis either splits a dim "
+                    f"or is {name}"
+                )
 
     @property
     def partitions(self) -> tuple[Partition, ...]:
@@ -123,10 +150,14 @@ class PartitionSpec:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PartitionSpec):
             return NotImplemented
-        return self._canonical() == other._canonical()
+        return (
+            self._canonical() == other._canonical()
+            and self.unreduced == other.unreduced
+            and self.reduced == other.reduced
+        )
 
     def __hash__(self) -> int:
-        return hash(("PartitionSpec", self._canonical()))
+        return hash(("PartitionSpec", self._canonical(), self.unreduced, self.reduced))
 
     def __len__(self) -> int:
         return len(self._partitions)
@@ -145,21 +176,44 @@ class PartitionSpec:
 
     def __add__(self, other: object) -> PartitionSpec:
         if isinstance(other, PartitionSpec):
-            return PartitionSpec(*self._partitions, *other._partitions)
+            return PartitionSpec(
+                *self._partitions,
+                *other._partitions,
+                unreduced=self.unreduced | other.unreduced,
+                reduced=self.reduced | other.reduced,
+            )
         if isinstance(other, tuple):
-            return PartitionSpec(*self._partitions, *other)
+            return PartitionSpec(
+                *self._partitions,
+                *other,
+                unreduced=self.unreduced,
+                reduced=self.reduced,
+            )
         return NotImplemented
 
     def __radd__(self, other: object) -> PartitionSpec:
         if isinstance(other, tuple):
-            return PartitionSpec(*other, *self._partitions)
+            return PartitionSpec(
+                *other,
+                *self._partitions,
+                unreduced=self.unreduced,
+                reduced=self.reduced,
+            )
         return NotImplemented
 
     def __repr__(self) -> str:
         body = ", ".join(repr(p) for p in self._partitions)
-        if len(self._partitions) == 1:
+        sets = [
+            f"{name}={set(found)!r}"
+            for name, found in (
+                ("unreduced", self.unreduced),
+                ("reduced", self.reduced),
+            )
+            if found
+        ]
+        if len(self._partitions) == 1 and not sets:
             body += ","
-        return f"P({body})"
+        return f"P({', '.join([body, *sets] if body else sets)})"
 
     def to_jax(self) -> jax.sharding.PartitionSpec:
         def convert(entry: Partition) -> object:
@@ -169,26 +223,36 @@ class PartitionSpec:
                 else entry
             )
 
-        return jax.sharding.PartitionSpec(*(convert(p) for p in self._partitions))
+        sets = {"unreduced": self.unreduced, "reduced": self.reduced}
+        return jax.sharding.PartitionSpec(
+            *(convert(p) for p in self._partitions),
+            **{k: v for k, v in sets.items() if v},
+        )
 
     @classmethod
     def from_jax(cls, spec: jax.sharding.PartitionSpec) -> PartitionSpec:
-        sets = {
-            name: found
-            for name in ("unreduced", "reduced")
-            if (found := getattr(spec, name, None))
-        }
-        if sets:
-            shown = ", ".join(f"{k}={set(v)}" for k, v in sets.items())
-            raise NotImplementedError(
-                f"{spec!r} has {shown}: meshjit does not support unreduced or "
-                "reduced PartitionSpecs yet (its partitioner has no unreduced "
-                "values at function boundaries)"
-            )
         unconstrained = jax.sharding.PartitionSpec.UNCONSTRAINED
         return cls(
-            *(UNCONSTRAINED if p is unconstrained else p for p in spec.partitions)
+            *(UNCONSTRAINED if p is unconstrained else p for p in spec.partitions),
+            unreduced=getattr(spec, "unreduced", frozenset()),
+            reduced=getattr(spec, "reduced", frozenset()),
         )
+
+
+def _axis_set(
+    names: AbstractSet[str], what: str, partitions: tuple[object, ...]
+) -> frozenset[str]:
+    if not isinstance(names, AbstractSet):
+        raise ShardingError(
+            f"P{partitions!r}: `{what}` is a set of mesh axis names, found "
+            f"{names!r} ({type(names).__name__}); write e.g. {what}={{'x'}}"
+        )
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ShardingError(
+                f"P{partitions!r}: `{what}` holds mesh axis names, found {name!r}"
+            )
+    return frozenset(names)
 
 
 P = PartitionSpec
@@ -497,7 +561,12 @@ class NamedSharding(Sharding):
                 assert isinstance(entry, tuple)
                 dims.append(DimSharding(tuple(AxisRef(n) for n in entry)))
         dims.extend(DimSharding() for _ in range(ndim - len(dims)))
-        return TensorSharding(mesh_name, tuple(dims))
+        # `reduced` axes are replicated to the partitioner (jax's tracer
+        # handles what they mean for transposes); unreduced ones are partial.
+        unreduced = tuple(
+            AxisRef(n) for n in self._mesh.axis_names if n in self._spec.unreduced
+        )
+        return TensorSharding(mesh_name, tuple(dims), unreduced=unreduced)
 
     def _hlo(self, ndim: int) -> HloSharding:
         cached = self._cache.get(ndim)
@@ -663,6 +732,21 @@ def _check_spec(mesh: Mesh, spec: PartitionSpec) -> None:
                     "remove one"
                 )
             seen[name] = dim
+    types = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))
+    for what, found in (("unreduced", spec.unreduced), ("reduced", spec.reduced)):
+        for name in sorted(found):
+            if name not in mesh.shape:
+                raise ShardingError(
+                    f"unknown mesh axis {name!r} in {what}={set(found)!r} of {spec!r}: "
+                    f"the mesh has axes ({names}); use one of them or add {name!r} "
+                    "to the mesh"
+                )
+            if types[name] is not AxisType.Explicit:
+                raise ShardingError(
+                    f"{spec!r} lists mesh axis {name!r} as {what}, but the axis is "
+                    f"{types[name].name}; {what} axes must be Explicit axes "
+                    "(Mesh(..., axis_types=AxisType.Explicit))"
+                )
 
 
 def _spec_from_tensor_sharding(sharding: TensorSharding) -> PartitionSpec:
@@ -686,9 +770,12 @@ def _spec_from_tensor_sharding(sharding: TensorSharding) -> PartitionSpec:
             entries.append(None)
         else:
             entries.append(names[0] if len(names) == 1 else names)
-    if sharding.unreduced:
-        raise ShardingError(f"{sharding} has unreduced axes; PartitionSpec has none")
-    return PartitionSpec(*entries)
+    if any(a.is_sub_axis for a in sharding.unreduced):
+        raise ShardingError(
+            f"{sharding} is unreduced over a sub-axis, which a PartitionSpec cannot "
+            "express; split the mesh axis into two axes instead"
+        )
+    return PartitionSpec(*entries, unreduced={a.name for a in sharding.unreduced})
 
 
 # ----------------------------------------------------------------------------

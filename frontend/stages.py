@@ -652,7 +652,16 @@ class Compiled(_Stage):
                 ):
                     mesh = user_mesh
                 want = jax.sharding.NamedSharding(mesh, jax.P(*parts))
-            spelled.append(want if want.is_equivalent_to(built, ndim) else built)
+            # The per-device program's layout holds no unreduced/reduced sets
+            # (its partial sums are the device buffers themselves): compare dims.
+            dims = want
+            if want.spec.unreduced or want.spec.reduced:
+                dims = jax.sharding.NamedSharding(
+                    want.mesh,
+                    jax.P(*want.spec.partitions),
+                    memory_kind=want.memory_kind,
+                )
+            spelled.append(want if dims.is_equivalent_to(built, ndim) else built)
         executable.out_shardings = tuple(spelled)
 
     # -- inspection ------------------------------------------------------------

@@ -89,7 +89,9 @@ LINEAR_OPS = frozenset(
     {
         "stablehlo.add",
         "stablehlo.broadcast_in_dim",
+        "stablehlo.convert",
         "stablehlo.divide",
+        "stablehlo.dynamic_update_slice",
         "stablehlo.dot_general",
         "stablehlo.multiply",
         "stablehlo.negate",
@@ -102,6 +104,9 @@ LINEAR_OPS = frozenset(
     }
 )
 _TERMINATORS = frozenset({"func.return", "stablehlo.return", "sdy.return"})
+# Annotations whose result is their operand: a partial sum passes through
+# (the handler sums it unless the result is declared unreduced).
+_IDENTITY_OPS = frozenset({"sdy.sharding_constraint", "sdy.reshard"})
 
 
 class Scope:
@@ -156,6 +161,7 @@ class PartitionCtx:
         handlers: Mapping[str, Handler],
         default: Handler,
         cost: CostModel,
+        unreduced: Mapping[int, DimAxes] | None = None,
     ) -> None:
         self.graph = graph
         self.mesh_name = mesh_name
@@ -172,6 +178,10 @@ class PartitionCtx:
         # Partial sums left unreduced while they flow through a linear op:
         # value id -> (its layout now, the axes it still has to be summed over).
         self.deferred: dict[int, tuple[Layout, DimAxes]] = {}
+        # Values the module declares unreduced (jax's `unreduced=`): value id
+        # -> the axes each device's copy is a partial sum over. They are held
+        # as deferred partial sums over exactly those axes.
+        self.unreduced: Mapping[int, DimAxes] = unreduced or {}
         self._recomputable: dict[tuple[int, int], bool] = {}  # (value, depth)
         # The op of the entry function's body being partitioned (node id; -1
         # between ops): what the report's collectives and remarks point at.
@@ -556,11 +566,29 @@ class PartitionCtx:
         return best
 
     def value_reshard(
-        self, vid: int, dst: Layout, node: Node, reason: str, op_name: str = ""
+        self,
+        vid: int,
+        dst: Layout,
+        node: Node,
+        reason: str,
+        op_name: str = "",
+        keep: DimAxes = (),
     ) -> Val:
+        """The value in layout `dst`, summed over every axis it is a partial
+        sum over but those in `keep` (a result declared unreduced)."""
         v = self.graph.value(vid)
         src = self.layout(vid)
         partial = self.deferred.get(vid, ((), ()))[1]
+        if keep and v.shape is not None:
+            if src == dst and set(partial) == set(keep):
+                return self.val(vid)
+            text = f"{reason}: {layout_text(src)} -> {layout_text(dst)}"
+            text += f" (partial over {axes_text(partial)})" if partial else ""
+            text += f", unreduced over {axes_text(keep)}"
+            why = (op_name or node.op, node.loc, text)
+            return self.to_unreduced(
+                self.val(vid), v.shape, src, partial, dst, keep, why
+            )
         if v.shape is None or (src == dst and not partial):
             return self.val(vid)
         # A value resharded once to a layout is reused by every later use that
@@ -608,6 +636,26 @@ class PartitionCtx:
     ) -> None:
         v = self.graph.value(vid)
         self.deferred.pop(vid, None)
+        keep = self.unreduced.get(vid, ())
+        if keep and v.shape is not None:
+            # Declared unreduced: the partial sum over `keep` stays as it is.
+            target = self.layout(vid)
+            text = f"result: {layout_text(produced)} -> {layout_text(target)}"
+            text += f" (partial over {axes_text(partial)})" if partial else ""
+            text += f", unreduced over {axes_text(keep)}"
+            value = self.to_unreduced(
+                value,
+                v.shape,
+                produced,
+                partial,
+                target,
+                keep,
+                (node.op, node.loc, text),
+                combiner,
+            )
+            self.deferred[vid] = (target, keep)
+            self.bind(vid, value)
+            return
         if not self.graph.users(vid):
             self.bind(vid, value)  # unused (e.g. the values of an argsort)
             return
@@ -638,6 +686,65 @@ class PartitionCtx:
             )
         self.bind(vid, value)
 
+    def to_unreduced(
+        self,
+        value: Val,
+        shape: Sequence[int],
+        src: Layout,
+        partial: DimAxes,
+        dst: Layout,
+        keep: DimAxes,
+        why: tuple[str, SourceLoc, str],
+        combiner: str = "stablehlo.add",
+    ) -> Val:
+        """`value` (laid out `src`, a partial sum over `partial`) laid out
+        `dst` as a partial sum over exactly `keep`, as jax lays such values
+        out: summed over the other partial axes; along an axis of `keep` that
+        splits a dim, each device keeps its own block in place and zeros
+        elsewhere (no communication); along an axis of `keep` the value is
+        replicated over, the devices at coordinate 0 keep it and the others
+        hold zeros. Summing over `keep` gives the value back once."""
+        add = combiner == "stablehlo.add"
+        kept = tuple(a for a in partial if a in keep) if add else ()
+        summed = tuple(a for a in partial if a not in kept)
+        missing = [a for a in keep if a not in kept]
+        # Axes of `missing` that split a dim and stay there (minor to what
+        # `dst` puts on it) while the rest of the layout becomes `dst`.
+        embed: list[DimAxes] = []
+        for d, axes in enumerate(src):
+            mine = tuple(a for a in axes if a in missing)
+            if mine and shape[d] % span(dst[d] + mine, self.mesh):
+                mine = ()  # uneven blocks: gathered, then kept at coordinate 0
+            embed.append(mine)
+        mid = tuple(dst[d] + embed[d] for d in range(len(dst)))
+        value = self.reshard(value, shape, src, mid, why, summed, combiner)
+        b = self.b
+        if mid != dst:
+            whole = Ty(self.local_shape(shape, dst), value.ty.dtype)
+            block = self.local_shape(shape, mid)
+            starts = [
+                self.dim_offset(axes, block[d]) if axes else self.const_i32(0)
+                for d, axes in enumerate(embed)
+            ]
+            value = b.dynamic_update_slice(b.zeros(whole), value, starts)
+        held = {a for axes in embed for a in axes}
+        return self.only_at_zero(value, [a for a in missing if a not in held])
+
+    def only_at_zero(self, value: Val, axes: Sequence[AxisRef]) -> Val:
+        """`value` on the devices at coordinate 0 along every axis of `axes`,
+        zeros on the others: a value the sum over `axes` counts once."""
+        b = self.b
+        first = None
+        for axis in axes:
+            at_zero = b.compare(self.coordinate(axis), self.const_i32(0), "EQ")
+            first = (
+                at_zero if first is None else b.binary("stablehlo.and", first, at_zero)
+            )
+        if first is None:
+            return value
+        mask = b.broadcast(first, value.ty.with_dtype("i1"))
+        return b.select(mask, value, b.zeros(value.ty))
+
     def can_defer(self, vid: int, producer: Node) -> bool:
         """Leave a partial sum unreduced when its only use is an op linear in
         it, in the same block, whose result is no larger, and deferring pays:
@@ -654,13 +761,17 @@ class PartitionCtx:
         if len(users) != 1:
             return None
         user = self.graph.node(users[0])
-        if user.op not in LINEAR_OPS or user.parent != parent:
+        if user.op not in LINEAR_OPS and user.op not in _IDENTITY_OPS:
+            return None
+        if user.parent != parent:
             return None
         if len(user.results) != 1:
             return None
         size = self.graph.value(vid).shape
         out = self.graph.value(user.results[0]).shape
-        if size is None or out is None or math.prod(out) > math.prod(size):
+        if size is None or out is None:
+            return None
+        if math.prod(out) > math.prod(size) and user.results[0] not in self.unreduced:
             return None
         return user
 
@@ -671,6 +782,8 @@ class PartitionCtx:
         assert out is not None
         if math.prod(out) < math.prod(size):
             return True
+        if user.results[0] in self.unreduced:
+            return True  # declared unreduced: the partial sum is what it wants
         if user.op in ("stablehlo.add", "stablehlo.subtract") and any(
             v != vid and self._may_be_partial(v, 8) for v in user.operands
         ):
@@ -723,6 +836,19 @@ class PartitionCtx:
             return len(pending) == 1
         if node.op == "stablehlo.divide":
             return set(pending) == {0}
+        if node.op == "stablehlo.convert":  # between float types only
+            types = (
+                self.graph.value(node.operands[0]),
+                self.graph.value(node.results[0]),
+            )
+            return set(pending) == {0} and all(_is_float(v.dtype) for v in types)
+        if node.op == "stablehlo.dynamic_update_slice":
+            # Linear in operand and update together; one of them alone only
+            # where the other is a fixed point of summing (zeros).
+            if set(pending) == {0, 1}:
+                return True
+            other = {0: 1, 1: 0}.get(next(iter(pending))) if len(pending) == 1 else None
+            return other is not None and self.sum_fixed_point(node.operands[other])
         if node.op == "stablehlo.reduce":
             init = self.graph.value(node.operands[1]).owner
             value = self.graph.node(init).attrs.get("value") if init >= 0 else None
@@ -775,10 +901,33 @@ class PartitionCtx:
             if self.site < 0:  # an op of the entry function's body
                 self.site = nid
                 self.handlers.get(node.op, self.default)(node, self)
+                self.declare_unreduced(node)
                 self.site = -1
             else:
                 self.handlers.get(node.op, self.default)(node, self)
+                self.declare_unreduced(node)
         return None
+
+    def declare_unreduced(self, node: Node) -> None:
+        """A result the module declares unreduced that its handler bound
+        some other way (a constant, an iota, a value summed already) becomes
+        a partial sum over the declared axes."""
+        if not self.unreduced:
+            return
+        for vid in node.results:
+            keep = self.unreduced.get(vid)
+            if not keep or self.graph.value(vid).shape is None:
+                continue
+            shape = self.graph.value(vid).shape or ()
+            target = self.layouts.get(vid)
+            if target is None:
+                target = replicated(len(shape))
+            layout, partial = self.deferred.get(vid, (target, ()))
+            if layout == target and set(partial) == set(keep):
+                continue
+            value = self.value_reshard(vid, target, node, "result", keep=keep)
+            self.deferred[vid] = (target, keep)
+            self.bind(vid, value)
 
     def verbatim_region(self, block: Block) -> list[str]:
         """A region copied with its own (global) types: a scalar body (reduce
@@ -857,6 +1006,11 @@ def op_work(graph: Graph, node: Node) -> tuple[float, float]:
         if v.shape is not None
     )
     return flops, float(nbytes)
+
+
+def _is_float(dtype: str) -> bool:
+    """A floating-point or complex element type (`f32`, `bf16`, `complex<f32>`)."""
+    return dtype.startswith(("f", "bf", "complex"))
 
 
 def plain_attrs(node: Node) -> dict[str, str]:

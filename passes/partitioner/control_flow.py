@@ -7,11 +7,12 @@ import re
 from collections.abc import Sequence
 
 from meshjit.compiler.graph import Node, Opaque
-from meshjit.dialects.reshard import Layout
+from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.sdy_text import parse_sharding_per_value
 from meshjit.dialects.sharding import TensorSharding
+from meshjit.passes.partitioner.builder import Val
 from meshjit.passes.partitioner.context import PartitionCtx
-from meshjit.passes.partitioner.layouts import layout_of
+from meshjit.passes.partitioner.layouts import layout_of, unreduced_of
 from meshjit.passes.partitioner.report import PartitionFailure
 
 
@@ -25,18 +26,29 @@ def call(node: Node, ctx: PartitionCtx) -> None:
         raise PartitionFailure(node.loc, "calls nest deeper than 64 (recursion?)")
     func = ctx.graph.node(ctx.graph.symbols[callee_name])
     block = func.regions[0][0]
+    for arg in block.args:  # from an earlier call of the same function
+        ctx.deferred.pop(arg, None)
+    # A partial sum passes into the inlined body as it is (its ops handle
+    # partial operands), as do arguments declared unreduced.
+    keep = [
+        ctx.unreduced.get(arg, ()) or ctx.deferred.get(vid, ((), ()))[1]
+        for vid, arg in zip(node.operands, block.args, strict=True)
+    ]
     operands = [
-        ctx.value_reshard(vid, ctx.layout(arg), node, f"argument {i}")
+        ctx.value_reshard(vid, ctx.layout(arg), node, f"argument {i}", keep=keep[i])
         for i, (vid, arg) in enumerate(zip(node.operands, block.args, strict=True))
     ]
     inner = ctx.push_scope()
-    for arg, value in zip(block.args, operands, strict=True):
+    for arg, value, partial in zip(block.args, operands, keep, strict=True):
         ctx.bind(arg, value)
+        if partial:  # passed in as partial sums
+            ctx.deferred[arg] = (ctx.layout(arg), partial)
     ctx.inline_depth += 1
     returned = ctx.emit_block(block.nodes) or []
     ctx.inline_depth -= 1
     values = [ctx.val(v) for v in returned]
     layouts = [ctx.layout(v) for v in returned]
+    partials = [ctx.deferred.get(v, ((), ()))[1] for v in returned]
     # Values made inside the callee stay valid: inlined code is one block.
     ctx.pop_scope()
     # Device coordinates stay valid after the inlined body; reshards of the
@@ -46,8 +58,10 @@ def call(node: Node, ctx: PartitionCtx) -> None:
         for k, v in inner.cache.items()
         if not (isinstance(k, tuple) and k[0] == "reshard")
     )
-    for vid, value, lay in zip(node.results, values, layouts, strict=True):
-        ctx.bind_result(vid, value, lay, node)
+    for vid, value, lay, partial in zip(
+        node.results, values, layouts, partials, strict=True
+    ):
+        ctx.bind_result(vid, value, lay, node, partial)
 
 
 def _region(
@@ -57,21 +71,23 @@ def _region(
     results: Sequence[int],
     arg_layouts: Sequence[Layout],
     node: Node,
+    keep: Sequence[DimAxes],
 ) -> list[str]:
     """A partitioned region whose terminator returns values laid out like
-    `results` (the op's results)."""
+    `results` (the op's results), partial sums over `keep[i]` where the
+    results are declared unreduced (block arguments too: a loop carry)."""
     saved = ctx.b.capture()
     types = [
         ctx.local_ty(a, lay) for a, lay in zip(block_args, arg_layouts, strict=True)
     ]
     args, header = ctx.b.block_args(types)
     ctx.push_scope()
-    for a, value, lay in zip(block_args, args, arg_layouts, strict=True):
-        ctx.bind(a, value)
-        ctx.layouts[a] = lay
+    _bind_args(ctx, block_args, args, arg_layouts, keep)
     returned = ctx.emit_block(nodes) or []
     outs = [
-        ctx.value_reshard(vid, ctx.layout(res), node, f"region result {i}")
+        ctx.value_reshard(
+            vid, ctx.layout(res), node, f"region result {i}", keep=keep[i]
+        )
         for i, (vid, res) in enumerate(zip(returned, results, strict=True))
     ]
     ctx.b.ret("stablehlo.return", outs)
@@ -79,10 +95,30 @@ def _region(
     return header + ctx.b.restore(saved)
 
 
+def _bind_args(
+    ctx: PartitionCtx,
+    block_args: Sequence[int],
+    values: Sequence[Val],
+    layouts: Sequence[Layout],
+    keep: Sequence[DimAxes],
+) -> None:
+    for a, value, lay, partial in zip(block_args, values, layouts, keep, strict=False):
+        ctx.bind(a, value)
+        ctx.layouts[a] = lay
+        if partial:
+            ctx.deferred[a] = (lay, partial)
+        else:  # from an earlier emission of the same region
+            ctx.deferred.pop(a, None)
+
+
 def while_(node: Node, ctx: PartitionCtx) -> None:
+    """The loop carry keeps its layout, and stays a partial sum where the
+    results are declared unreduced (a gradient accumulated over
+    microbatches is summed across devices once, after the loop)."""
     lays = [ctx.layout(r) for r in node.results]
+    keep = _carried_partial(ctx, node)
     operands = [
-        ctx.value_reshard(v, lay, node, f"operand {i}")
+        ctx.value_reshard(v, lay, node, f"operand {i}", keep=keep[i])
         for i, (v, lay) in enumerate(zip(node.operands, lays, strict=True))
     ]
     cond, body = node.regions
@@ -92,16 +128,14 @@ def while_(node: Node, ctx: PartitionCtx) -> None:
     types = [ctx.local_ty(a, lay) for a, lay in zip(cond_block.args, lays, strict=True)]
     args, header = ctx.b.block_args(types)
     ctx.push_scope()
-    for a, value, lay in zip(cond_block.args, args, lays, strict=True):
-        ctx.bind(a, value)
-        ctx.layouts[a] = lay
+    _bind_args(ctx, cond_block.args, args, lays, keep)
     returned = ctx.emit_block(cond_block.nodes) or []
     pred = ctx.value_reshard(returned[0], (), node, "loop condition")
     ctx.b.ret("stablehlo.return", [pred])
     ctx.pop_scope()
     cond_region = header + ctx.b.restore(saved)
     body_region = _region(
-        ctx, body_block.args, body_block.nodes, node.results, lays, node
+        ctx, body_block.args, body_block.nodes, node.results, lays, node, keep
     )
     results = ctx.b.op(
         "stablehlo.while",
@@ -110,20 +144,44 @@ def while_(node: Node, ctx: PartitionCtx) -> None:
         {},
         [cond_region, body_region],
     )
-    for vid, value, lay in zip(node.results, results, lays, strict=True):
-        ctx.bind_result(vid, value, lay, node)
+    for vid, value, lay, partial in zip(node.results, results, lays, keep, strict=True):
+        ctx.bind_result(vid, value, lay, node, partial)
+
+
+def _carried_partial(ctx: PartitionCtx, node: Node) -> list[DimAxes]:
+    """Per loop carry, the axes it stays a partial sum over: those its
+    result is declared unreduced over, or those its initial value is a
+    partial sum over when the body returns a value declared unreduced over
+    the same axes (an accumulator: jax's propagation leaves the loop's own
+    results unannotated)."""
+    body = node.regions[1][0]
+    terminator = ctx.graph.node(body.nodes[-1]) if body.nodes else None
+    returned = list(terminator.operands) if terminator is not None else []
+    keep: list[DimAxes] = []
+    for i, (vid, operand) in enumerate(zip(node.results, node.operands, strict=True)):
+        declared = ctx.unreduced.get(vid, ())
+        if not declared and i < len(returned):
+            entering = ctx.deferred.get(operand, ((), ()))[1]
+            if entering and set(ctx.unreduced.get(returned[i], ())) == set(entering):
+                declared = entering
+        keep.append(declared)
+    return keep
 
 
 def case(node: Node, ctx: PartitionCtx) -> None:
     index = ctx.value_reshard(node.operands[0], (), node, "branch index")
+    keep = [ctx.unreduced.get(r, ()) for r in node.results]
     regions = [
-        _region(ctx, (), region[0].nodes, node.results, (), node)
+        _region(ctx, (), region[0].nodes, node.results, (), node, keep)
         for region in node.regions
     ]
     types = [ctx.local_ty(r) for r in node.results]
     results = ctx.b.op("stablehlo.case", [index], types, {}, regions)
-    for vid, value in zip(node.results, results, strict=True):
-        ctx.bind(vid, value)
+    for vid, value, partial in zip(node.results, results, keep, strict=True):
+        if partial:
+            ctx.bind_result(vid, value, ctx.layout(vid), node, partial)
+        else:
+            ctx.bind(vid, value)
 
 
 def manual_computation(node: Node, ctx: PartitionCtx) -> None:
@@ -141,9 +199,13 @@ def manual_computation(node: Node, ctx: PartitionCtx) -> None:
     out_lay = [
         layout_of(t, ctx.mesh) for t in _per_value(node.attrs.get("out_shardings"))
     ]
+    # Unreduced over manual axes: each device's buffer is its partial sum.
+    in_keep = [
+        unreduced_of(t, ctx.mesh) for t in _per_value(node.attrs.get("in_shardings"))
+    ]
     block = node.regions[0][0]
     operands = [
-        ctx.value_reshard(v, lay, node, f"operand {i}")
+        ctx.value_reshard(v, lay, node, f"operand {i}", keep=in_keep[i])
         for i, (v, lay) in enumerate(zip(node.operands, in_lay, strict=True))
     ]
     full = set(names) == set(ctx.mesh.axis_names)
@@ -168,8 +230,13 @@ def manual_computation(node: Node, ctx: PartitionCtx) -> None:
         ]
     # The body is one block inlined here: its names stay valid after it.
     ctx.pop_scope()
-    for vid, value, lay in zip(node.results, values, out_lay, strict=True):
-        ctx.bind_result(vid, value, lay, node)
+    out_keep = [
+        unreduced_of(t, ctx.mesh) for t in _per_value(node.attrs.get("out_shardings"))
+    ]
+    for vid, value, lay, partial in zip(
+        node.results, values, out_lay, out_keep, strict=True
+    ):
+        ctx.bind_result(vid, value, lay, node, partial)
 
 
 def _free(layout: Layout, manual: Sequence[str]) -> Layout:

@@ -72,10 +72,12 @@ def user_all_reduce(node: Node, ctx: PartitionCtx) -> None:
 def identity(node: Node, ctx: PartitionCtx) -> None:
     """sharding_constraint, reshard, propagation_barrier: the operand in the
     result's layout."""
-    vid = node.results[0]
-    ctx.bind(
-        vid, ctx.value_reshard(node.operands[0], ctx.layout(vid), node, "operand 0")
-    )
+    vid, src = node.results[0], node.operands[0]
+    if vid in ctx.unreduced:  # stays a partial sum (over the declared axes)
+        partial = ctx.deferred.get(src, ((), ()))[1]
+        ctx.bind_result(vid, ctx.val(src), ctx.layout(src), node, partial)
+        return
+    ctx.bind(vid, ctx.value_reshard(src, ctx.layout(vid), node, "operand 0"))
 
 
 def constant(node: Node, ctx: PartitionCtx) -> None:

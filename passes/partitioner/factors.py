@@ -405,13 +405,14 @@ def factor_cost(
         if v.shape is None:
             continue
         src = project(t, factors, ctx.mesh)
+        keep = ctx.unreduced.get(vid, ())  # declared unreduced: not summed
         total += reshard_seconds(
             src,
             ctx.layout(vid),
             v.shape,
             itemsize(v.dtype),
             ctx.mesh,
-            partial,
+            tuple(a for a in partial if a not in keep),
             ctx.cost,
         )
     for w in limits.windowed:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from meshjit.compiler.graph import Graph, Node
+from meshjit.compiler.op_info import combiner as _combiner
 from meshjit.dialects.reshard import Layout
 from meshjit.dialects.rules import ShardingRule
 from meshjit.passes.partitioner.builder import Ty, Val, i64_array, zero_text
@@ -48,23 +49,45 @@ def gather(node: Node, ctx: PartitionCtx) -> None:
     finish(ctx, node, lop, [_masked_gather(ctx, node, lop, table_layout)])
 
 
+# Combiners under which a scatter's split index batch dims give partial
+# results: each device scatters its own updates, and the results are
+# combined. Under `add` the operand must count once (the other devices start
+# from zeros); the others are idempotent (x max x == x).
+_PARTIAL_COMBINERS = frozenset(
+    {
+        "stablehlo.add",
+        "stablehlo.maximum",
+        "stablehlo.minimum",
+        "stablehlo.and",
+        "stablehlo.or",
+    }
+)
+
+
 def scatter(node: Node, ctx: PartitionCtx) -> None:
     """An operand split only along dims it scatters into with window 1
     (inserted) runs locally with shifted, routed indices; other split dims
-    stay whole."""
+    stay whole. Split index batch dims (the updates' own rows) give partial
+    results under an associative, commutative combiner, as XLA's
+    partitioner makes them: each device scatters its rows, then they are
+    combined (or kept unreduced where the result is declared so)."""
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
+    combiner = _combiner(ctx.graph, node)
     limits = FactorLimits(
-        forbidden=frozenset(_scatter_unsplittable(ctx.graph, node, rule))
+        forbidden=frozenset(_scatter_unsplittable(ctx.graph, node, rule)),
+        reductions=len(node.operands) == 3 and combiner in _PARTIAL_COMBINERS,
     )
     lop = prepare(ctx, node, rule, limits)
+    if lop.partial and combiner == "stablehlo.add":
+        lop.operands[0] = ctx.only_at_zero(lop.operands[0], lop.partial)
     if len(node.operands) == 3:
         operand_layout = project(rule.operands[0], lop.factors, ctx.mesh)
         if any(operand_layout):
             out = _local_scatter(ctx, node, lop, operand_layout)
-            ctx.bind_result(node.results[0], out, lop.produced[0], node)
+            finish(ctx, node, lop, [out])
             return
     emit(ctx, node, lop)
 

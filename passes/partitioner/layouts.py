@@ -71,6 +71,12 @@ def layout_of(sharding: TensorSharding, mesh: MeshModel) -> Layout:
     )
 
 
+def unreduced_of(sharding: TensorSharding, mesh: MeshModel) -> DimAxes:
+    """The axes the sharding leaves unreduced (jax's `unreduced=`: each device
+    holds a partial sum over them), less axes of size 1."""
+    return tuple(a for a in sharding.unreduced if a.full_size(mesh) != 1)
+
+
 def project(
     tensor: Sequence[tuple[int, ...]], factors: Sequence[DimAxes], mesh: MeshModel
 ) -> Layout:

@@ -5,6 +5,7 @@ entry function with the handlers, and wrap the per-device body in one
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 
 from meshjit.compiler.diagnostics import Diagnostics, SourceLoc
@@ -32,28 +33,37 @@ from meshjit.passes.partitioner.layouts import (
     layout_text,
     replicated,
     span,
+    unreduced_of,
 )
 from meshjit.passes.partitioner.report import PartitionFailure, PartitionReport
 from meshjit.passes.partitioner.table import ALWAYS_REPLICATED, DEFAULT, HANDLERS
 
 
-def refuse_unreduced(sharding: TensorSharding, loc: SourceLoc) -> None:
-    """Unreduced values (each device holds a partial sum over some axes) are
-    not modelled yet: partitioning as if they were replicated would compute
-    wrong values, so they are refused."""
-    if sharding.unreduced:
-        axes = ", ".join(str(a) for a in sharding.unreduced)
+def refuse_unreduced(
+    sharding: TensorSharding, manual: set[str], loc: SourceLoc, where: str
+) -> None:
+    """A shard_map boundary passes partial sums over its manual axes as
+    they are (each device's buffer); over a free axis (partial manual) they
+    are not modelled yet: partitioning them as if they were replicated would
+    compute wrong values, so they are refused."""
+    free = [a for a in sharding.unreduced if a.name not in manual]
+    if free:
+        axes = ", ".join(str(a) for a in free)
         raise PartitionFailure(
             loc,
-            f"a sharding with unreduced={{{axes}}} (jax's `unreduced=`/`reduced=` "
-            "PartitionSpecs, or jax's top_level_all_gather): meshjit's partitioner "
-            "does not support unreduced values yet",
+            f"a sharding with unreduced={{{axes}}} on {where}, over axes the "
+            "shard_map is not manual over: meshjit's partitioner does not "
+            "support that yet (unreduced over its manual axes is supported)",
         )
 
 
-def _read_layouts(graph: Graph, mesh_name: str, mesh: MeshModel) -> dict[int, Layout]:
-    """Value id -> layout from the shardings in the module."""
+def _read_layouts(
+    graph: Graph, mesh_name: str, mesh: MeshModel
+) -> tuple[dict[int, Layout], dict[int, DimAxes]]:
+    """Value id -> layout from the shardings in the module, and value id ->
+    the axes a sharding declares the value unreduced over (partial sums)."""
     layouts: dict[int, Layout] = {}
+    unreduced: dict[int, DimAxes] = {}
 
     def put(vid: int, sharding: TensorSharding, loc: SourceLoc) -> None:
         if sharding.mesh_name != mesh_name:
@@ -62,8 +72,10 @@ def _read_layouts(graph: Graph, mesh_name: str, mesh: MeshModel) -> dict[int, La
                 f"partition handles one mesh; found @{sharding.mesh_name} beside "
                 f"@{mesh_name}",
             )
-        refuse_unreduced(sharding, loc)
         layouts[vid] = layout_of(sharding, mesh)
+        partial = unreduced_of(sharding, mesh)
+        if partial:
+            unreduced[vid] = partial
 
     for node in graph.walk():
         if node.op == "func.func":
@@ -91,16 +103,20 @@ def _read_layouts(graph: Graph, mesh_name: str, mesh: MeshModel) -> dict[int, La
                 put(node.results[0], edge, node.loc)
             continue
         if node.op == "sdy.manual_computation":
+            axes = node.attrs.get("manual_axes")
+            text = axes.text if isinstance(axes, Opaque) else ""
+            manual = set(re.findall(r'"([^"]*)"', text))
             ins = node.attrs.get("in_shardings")
             if isinstance(ins, Opaque):
                 for s in _parse_per_value(ins.text):
-                    refuse_unreduced(s, node.loc)
+                    refuse_unreduced(s, manual, node.loc, "a shard_map argument")
             # Its results are laid out as its out_shardings say.
             outs = node.attrs.get("out_shardings")
             if isinstance(outs, Opaque):
                 for vid, s in zip(
                     node.results, _parse_per_value(outs.text), strict=False
                 ):
+                    refuse_unreduced(s, manual, node.loc, "a shard_map result")
                     put(vid, s, node.loc)
             continue
         per_value = node.attrs.get("sdy.sharding")
@@ -109,7 +125,7 @@ def _read_layouts(graph: Graph, mesh_name: str, mesh: MeshModel) -> dict[int, La
                 node.results, _parse_per_value(per_value.text), strict=False
             ):
                 put(vid, s, node.loc)
-    return layouts
+    return layouts, unreduced
 
 
 @functools.lru_cache(maxsize=4096)
@@ -199,15 +215,9 @@ def partition_module_text(
         )
     main = _entry_function(graph)
     report = PartitionReport()
+    layouts, unreduced = _read_layouts(graph, mesh_name, mesh)
     ctx = PartitionCtx(
-        graph,
-        mesh_name,
-        mesh,
-        _read_layouts(graph, mesh_name, mesh),
-        report,
-        HANDLERS,
-        DEFAULT,
-        cost,
+        graph, mesh_name, mesh, layouts, report, HANDLERS, DEFAULT, cost, unreduced
     )
     _check_divisible(graph, ctx)
     body = main.regions[0][0]
@@ -218,43 +228,63 @@ def partition_module_text(
     )
     returned_ids = list(ret.operands) if ret is not None else []
     out_layouts: list[Layout] = []
+    out_unreduced: list[DimAxes] = []
     for i, vid in enumerate(returned_ids):
         s = res_info[i].get("sdy.sharding") if i < len(res_info) else None
         rank = len(graph.value(vid).shape or ())
         text = s.text if isinstance(s, Opaque) else None
         if text:
             sharding = parse_sharding(text)
-            refuse_unreduced(sharding, main.loc)
             out_layouts.append(layout_of(sharding, mesh))
+            out_unreduced.append(unreduced_of(sharding, mesh))
         else:
             out_layouts.append(replicated(rank))
+            out_unreduced.append(())
     _aim_at_results(graph, ctx, set(body.args), returned_ids, out_layouts)
     args = body.args
     ctx.b.indent = 3
     local_args = ctx.b.block_args([ctx.local_ty(a) for a in args])[0]
     for a, value in zip(args, local_args, strict=True):
         ctx.bind(a, value)
+        if a in unreduced:  # an argument that arrives as partial sums
+            ctx.deferred[a] = (ctx.layout(a), unreduced[a])
     returned = ctx.emit_block(body.nodes) or []
     ctx.site = ret.id if ret is not None else -1
     outs = [
-        ctx.value_reshard(vid, lay, main, f"function result {i}", op_name="func.return")
-        for i, (vid, lay) in enumerate(zip(returned, out_layouts, strict=True))
+        ctx.value_reshard(
+            vid, lay, main, f"function result {i}", op_name="func.return", keep=keep
+        )
+        for i, (vid, lay, keep) in enumerate(
+            zip(returned, out_layouts, out_unreduced, strict=True)
+        )
     ]
 
-    def body_sharding(lay: Layout) -> str:
-        return f"<@{mesh_name}, {layout_text(lay)}>"
+    def body_sharding(lay: Layout, keep: DimAxes = ()) -> str:
+        # Partial sums stay declared: the buffers are what the sharding says.
+        sets = (
+            f", unreduced={{{', '.join(axis_text(a) for a in keep)}}}" if keep else ""
+        )
+        return f"<@{mesh_name}, {layout_text(lay)}{sets}>"
 
     in_layouts = [ctx.layout(a) for a in args]
+    in_shardings = [
+        body_sharding(lay, unreduced.get(a, ()))
+        for a, lay in zip(args, in_layouts, strict=True)
+    ]
+    out_shardings = [
+        body_sharding(lay, keep)
+        for lay, keep in zip(out_layouts, out_unreduced, strict=True)
+    ]
     arg_decls = [
         f"%arg{i}: {graph.value(a).type} "
-        + _interface_attrs(arg_info[i] if i < len(arg_info) else {}, body_sharding(lay))
-        for i, (a, lay) in enumerate(zip(args, in_layouts, strict=True))
+        + _interface_attrs(arg_info[i] if i < len(arg_info) else {}, in_shardings[i])
+        for i, a in enumerate(args)
     ]
     global_out = [graph.value(v).type for v in returned]
     res_decls = [
         f"{t} "
-        + _interface_attrs(res_info[i] if i < len(res_info) else {}, body_sharding(lay))
-        for i, (t, lay) in enumerate(zip(global_out, out_layouts, strict=True))
+        + _interface_attrs(res_info[i] if i < len(res_info) else {}, out_shardings[i])
+        for i, t in enumerate(global_out)
     ]
     n_out = len(returned)
     lhs = "" if n_out == 0 else ("%out = " if n_out == 1 else f"%out:{n_out} = ")
@@ -263,8 +293,8 @@ def partition_module_text(
     manual = (
         f"{lhs}sdy.manual_computation("
         + ", ".join(f"%arg{i}" for i in range(len(args)))
-        + f") in_shardings=[{', '.join(body_sharding(lay) for lay in in_layouts)}]"
-        + f" out_shardings=[{', '.join(body_sharding(lay) for lay in out_layouts)}]"
+        + f") in_shardings=[{', '.join(in_shardings)}]"
+        + f" out_shardings=[{', '.join(out_shardings)}]"
         + " manual_axes={"
         + ", ".join(print_string(a.name) for a in mesh.axes)
         + f"}} ({block_args}) {{"

@@ -34,11 +34,14 @@ module attributes {mhlo.num_partitions = 8 : i32} {
 }
 
 // -----
-// Unreduced values (partial sums jax's `unreduced=` specs ask for) are not
-// modelled yet: refused where they appear, not read as replicated.
-sdy.mesh @mesh = <["x"=4]>
-func.func public @unreduced(%x: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) -> tensor<8xf32> {
-  // CHECK: partition_errors.mlir:[[# @LINE + 1]]:8: error: a sharding with unreduced={"x"} {{.*}} meshjit's partitioner does not support unreduced values yet
-  %0 = sdy.sharding_constraint %x <@mesh, [{}], unreduced={"x"}> : tensor<8xf32>
+// Unreduced values pass a shard_map boundary over its manual axes only: over
+// an axis the body is partitioned over (partial manual) they are refused,
+// not read as replicated.
+sdy.mesh @mesh = <["x"=2, "y"=2]>
+func.func public @unreduced_free_axis(%x: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}], unreduced={"y"}>}) -> tensor<8xf32> {
+  // CHECK: partition_errors.mlir:[[# @LINE + 1]]:8: error: a sharding with unreduced={"y"} on a shard_map argument, over axes the shard_map is not manual over: meshjit's partitioner does not support that yet
+  %0 = sdy.manual_computation(%x) in_shardings=[<@mesh, [{}], unreduced={"y"}>] out_shardings=[<@mesh, [{}]>] manual_axes={"x"} (%a: tensor<8xf32>) {
+    sdy.return %a : tensor<8xf32>
+  } : (tensor<8xf32>) -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }

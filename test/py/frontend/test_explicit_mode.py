@@ -230,22 +230,135 @@ def test_contracting_sharded_dims_need_out_sharding() -> None:
             jit(lambda a, b: a @ b)(x, w)
 
 
-def test_unreduced_values_are_refused_not_miscomputed() -> None:
-    """jax's `unreduced=` shardings hold partial sums; meshjit's partitioner
-    does not model them yet, so it refuses them where they appear (before, it
-    read them as replicated and computed wrong values)."""
+def shards(a: jax.Array) -> list[np.ndarray]:
+    """Each device's buffer, in device order (an unreduced value's partial
+    sums are what these hold)."""
+    ordered = sorted(a.addressable_shards, key=lambda s: s.device.id)
+    return [np.asarray(s.data) for s in ordered]
+
+
+def assert_same_shards(theirs: list[jax.Array], ours: list[jax.Array]) -> None:
+    """Outputs equal buffer for buffer, with the same sharding and type."""
+    assert len(theirs) == len(ours)
+    for t, o in zip(theirs, ours, strict=True):
+        assert o.sharding.spec == t.sharding.spec
+        assert jax.typeof(o) == jax.typeof(t)
+        for mine, expected in zip(shards(o), shards(t), strict=True):
+            np.testing.assert_allclose(mine, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_unreduced_output_holds_the_partial_sums() -> None:
+    """A contraction over a split dim with `unreduced=` output: each device
+    returns its partial sum, buffer for buffer as jax's; resharding it sums."""
     x = put(X, EXPLICIT, "x", "y")
     w = put(W, EXPLICIT, "y", None)
-
-    def f(a: jax.Array, b: jax.Array) -> jax.Array:
-        y = jnp.einsum("ij,jk->ik", a, b, out_sharding=P("x", None, unreduced={"y"}))
-        return jax.sharding.reshard(y, P("x", None))
-
-    with jax.set_mesh(EXPLICIT):
-        expected = np.asarray(jax.jit(f)(x, w))
-        np.testing.assert_allclose(expected, X @ W, rtol=1e-4, atol=1e-5)
-        with pytest.raises(ValueError, match=r'unreduced=\{"y"\}.*not support'):
-            meshjit.jit(f)(x, w)
     spec = P("x", None, unreduced={"y"})
-    with pytest.raises(NotImplementedError, match="unreduced"):
-        meshjit.jit(lambda a: a, out_shardings=NamedSharding(EXPLICIT, spec))(x)
+
+    def make(jit: Callable[..., Any]) -> Callable[..., Any]:
+        return jit(lambda a, b: jnp.einsum("ij,jk->ik", a, b, out_sharding=spec))
+
+    theirs, ours = run_both(make, (x, w), EXPLICIT)
+    assert_same_shards(theirs, ours)
+    assert ours[0].sharding.spec.unreduced == {"y"}
+    with jax.set_mesh(EXPLICIT):
+        total = jax.sharding.reshard(ours[0], P("x", None))
+    np.testing.assert_allclose(np.asarray(total), X @ W, rtol=1e-4, atol=1e-4)
+
+
+def test_unreduced_input_is_summed_where_it_must_be() -> None:
+    """An unreduced argument: `x + x` stays a partial sum (no collective),
+    the reshard to a plain spec sums it once."""
+    x = put(X, EXPLICIT, "x", "y")
+    w = put(W, EXPLICIT, "y", None)
+    spec = P("x", None, unreduced={"y"})
+    with jax.set_mesh(EXPLICIT):
+        partial = jax.jit(
+            lambda a, b: jnp.einsum("ij,jk->ik", a, b, out_sharding=spec)
+        )(x, w)
+
+    def keep(jit: Callable[..., Any]) -> Callable[..., Any]:
+        return jit(lambda a: a + a)
+
+    def total(jit: Callable[..., Any]) -> Callable[..., Any]:
+        return jit(lambda a: jax.sharding.reshard(a + a, P("x", None)))
+
+    assert_same_shards(*run_both(keep, (partial,), EXPLICIT))
+    theirs, ours = run_both(total, (partial,), EXPLICIT)
+    assert_same(theirs, ours)
+    np.testing.assert_allclose(np.asarray(ours[0]), 2 * X @ W, rtol=1e-4, atol=1e-4)
+    with jax.set_mesh(EXPLICIT):
+        compiled = meshjit.jit(lambda a: a + a).lower(partial).compile()
+    assert compiled.partition_report.collectives == []
+
+
+def test_values_become_unreduced_as_jax_lays_them_out() -> None:
+    """To unreduced from a split dim, each device keeps its block in place
+    and zeros elsewhere; from a replicated value, the first device along the
+    axis keeps it. Neither moves data."""
+    mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))
+    spec = NamedSharding(mesh, P(unreduced={"x"}))
+    for a in (put(np.arange(8.0), mesh, "x"), put(np.arange(8.0), mesh)):
+        theirs, ours = run_both(lambda jit: jit(lambda v: v, out_shardings=spec), (a,))
+        assert_same_shards(theirs, ours)
+    assert [list(b) for b in shards(ours[0])] == [list(np.arange(8.0)), [0.0] * 8]
+
+
+def test_scatter_add_into_unreduced_scatters_rows_where_they_are() -> None:
+    """segment_sum with split segments and an unreduced result: each device
+    scatters its own rows (buffers as jax's), no gather of the updates."""
+    mesh = jax.make_mesh((4,), ("x",), axis_types=(AxisType.Explicit,))
+    data = put(np.arange(8, dtype=np.int32), mesh, "x")
+    ids = put(np.array([0, 0, 1, 1, 1, 2, 2, 3], dtype=np.int32), mesh, "x")
+
+    def make(jit: Callable[..., Any]) -> Callable[..., Any]:
+        spec = P(unreduced={"x"})
+        return jit(
+            lambda d, i: jax.ops.segment_sum(d, i, num_segments=4, out_sharding=spec)
+        )
+
+    theirs, ours = run_both(make, (data, ids), mesh)
+    assert_same_shards(theirs, ours)
+    assert [list(b) for b in shards(ours[0])] == [
+        [1, 0, 0, 0],
+        [0, 5, 0, 0],
+        [0, 4, 5, 0],
+        [0, 0, 6, 7],
+    ]
+
+
+def test_gradient_accumulated_unreduced_over_a_loop_is_summed_once() -> None:
+    """Microbatch gradients accumulated as partial sums in a scan: the sum
+    across devices happens once, after the loop (jax's own test counts one
+    all-reduce); the step computes what jax's does."""
+    mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))
+    reduced = NamedSharding(mesh, P(reduced={"x"}))
+    ws = tuple(jax.device_put(rand(4, 4, seed=i), reduced) for i in range(3))
+    xs = put(rand(2, 2, 4, seed=7), mesh, None, "x", None)
+
+    def model(params: tuple[jax.Array, ...], batch: jax.Array) -> jax.Array:
+        for w in params:
+            batch = jnp.tanh(batch @ w)
+        return jnp.sum(batch)
+
+    def step(params: tuple[jax.Array, ...], data: jax.Array) -> Any:
+        def body(acc: Any, batch: jax.Array) -> tuple[Any, None]:
+            grads = jax.grad(model)(params, batch)
+            return jax.tree.map(jnp.add, acc, grads), None
+
+        acc = jax.tree.map(jnp.zeros_like, params)
+        acc = jax.sharding.reshard(acc, P(unreduced={"x"}))
+        acc, _ = jax.lax.scan(body, acc, data)
+        acc = jax.sharding.reshard(acc, P())
+        plain = jax.sharding.reshard(params, P())
+        return jax.tree.map(lambda w, g: w - 0.1 * g, plain, acc)
+
+    theirs, ours = run_both(lambda jit: jit(step), (ws, xs), mesh)
+    for t, o in zip(theirs, ours, strict=True):
+        np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=1e-5, atol=1e-5)
+    with jax.set_mesh(mesh):
+        compiled = meshjit.jit(step).lower(ws, xs).compile()
+    collectives = compiled.partition_report.collectives
+    reduces = [c for c in collectives if c.kind == "all-reduce"]
+    assert len(reduces) == 3  # one per gradient, concatenated into one launch
+    assert {c.op for c in reduces} == {"sdy.sharding_constraint"}  # after the loop
+    assert compiled.as_text().count("all-reduce(") == 1
