@@ -131,6 +131,17 @@ def distributed_client() -> Any:
     return client
 
 
+# --- jax's internal "unspecified" sharding marker -----------------------------------
+
+
+def is_jax_unspecified(obj: object) -> bool:
+    """Whether `obj` is jax's internal `UNSPECIFIED` in/out_shardings leaf
+    (`jax._src.sharding_impls.UNSPECIFIED`, what jax's own jit defaults to)."""
+    from jax._src.sharding_impls import UnspecifiedValue
+
+    return isinstance(obj, UnspecifiedValue)
+
+
 # --- jax's internal GSPMDSharding (gone from jax.sharding since 0.4.3x) ----------
 
 

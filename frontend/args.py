@@ -301,10 +301,13 @@ def bind_call(
     order = _signature_order(sig)
     for i, value in enumerate(args):
         name = _param_name(sig, i)
-        if spec.static_position(i, n_pos) or name in spec.static_argnames:
+        # By position only static_argnums (and donate_argnums) count, as in
+        # jax: they are inferred from the names unless given too, and where
+        # both are given they may disagree (jax respects both choices).
+        if spec.static_position(i, n_pos):
             static_pos.append((i, _static(name, value, spec.api)))
             continue
-        donated = spec.donated_position(i, n_pos) or name in spec.donate_argnames
+        donated = spec.donated_position(i, n_pos)
         dyn.append((i, Entry(name, i, None, donated), value))
     static_kw: list[tuple[str, StaticValue]] = []
     for k, value in kwargs.items():

@@ -453,12 +453,60 @@ class JitFunction:
 
         if self._inline:
             return body(*args, **kwargs)
+        as_jax = _jax_out_shardings(out_shardings)
+        if as_jax is not None:
+            # A nested jit as jax makes one: out_shardings are its own (one
+            # jit equation whose body is the function's, as jax.vmap and
+            # make_jaxpr show it).
+            return jax.jit(
+                fun,
+                static_argnums=self._argspec.static_argnums,
+                static_argnames=self._argspec.static_argnames,
+                out_shardings=as_jax,
+            )(*args, **kwargs)
         nested = jax.jit(
             body,
             static_argnums=self._argspec.static_argnums,
             static_argnames=self._argspec.static_argnames,
         )
         return nested(*args, **kwargs)
+
+
+def _jax_out_shardings(tree: object) -> object | None:
+    """out_shardings as jax.jit takes them (meshjit's shardings and bare
+    PartitionSpecs on the context mesh as jax's; None and unspecified
+    leaves unspecified), or None where a leaf has no jax form."""
+    mesh = context_mesh()
+    unspecified = object()
+
+    def convert(s: object) -> object:
+        if s is UNSPECIFIED or s is None:
+            return unspecified
+        if isinstance(s, PartitionSpec | jax.sharding.PartitionSpec):
+            if mesh is None:
+                raise _NoJaxForm
+            spec = s if isinstance(s, jax.sharding.PartitionSpec) else s.to_jax()
+            return jax.sharding.NamedSharding(mesh.to_jax(), spec)
+        if isinstance(s, Sharding):
+            return s.to_jax()
+        if isinstance(s, jax.sharding.Sharding):
+            return s
+        raise _NoJaxForm
+
+    try:
+        converted = jax.tree_util.tree_map(convert, tree, is_leaf=is_spec_leaf)
+    except _NoJaxForm:
+        return None
+    leaves = jax.tree_util.tree_leaves(converted, is_leaf=lambda x: x is unspecified)
+    if not leaves or all(x is unspecified for x in leaves):
+        return None
+    if any(x is unspecified for x in leaves):
+        return None  # jax.jit takes no per-leaf "unspecified" publicly
+    return converted
+
+
+class _NoJaxForm(Exception):
+    """An out_shardings leaf jax.jit cannot take."""
 
 
 def _committed(v: object) -> Hashable:
@@ -684,6 +732,16 @@ def _make(
     abstracted_axes: object,
     compiler_options: Mapping[str, Any] | None,
 ) -> JitFunction:
+    # jax's own "unspecified" leaf (jit's default, which code built for
+    # jax.jit passes explicitly) is meshjit's.
+    in_shardings, out_shardings = (
+        jax.tree_util.tree_map(
+            lambda s: UNSPECIFIED if bridge.is_jax_unspecified(s) else s,
+            tree,
+            is_leaf=lambda s: is_spec_leaf(s) or bridge.is_jax_unspecified(s),
+        )
+        for tree in (in_shardings, out_shardings)
+    )
     try:
         placed_on = _check_jit_options(
             fun, api, in_shardings, out_shardings, device, backend, abstracted_axes

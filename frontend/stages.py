@@ -629,7 +629,19 @@ class Compiled(_Stage):
             out_meshes,
             strict=True,
         ):
-            ndim = len(built.spec)
+            ndim = max(len(built.spec), leaf.ndim)
+            # The propagated layout without trailing `None`s, on the user's
+            # mesh (its axis types) where that is the same mesh.
+            parts = list(built.spec)
+            while parts and parts[-1] is None:
+                parts.pop()
+            mesh = built.mesh
+            if (
+                user_mesh.axis_names == mesh.axis_names
+                and user_mesh.devices.shape == mesh.devices.shape
+            ):
+                mesh = user_mesh
+            propagated = jax.sharding.NamedSharding(mesh, jax.P(*parts))
             if asked is not None:
                 want = asked.to_jax()
             elif leaf.sharding is not None:  # the spec in the output's type
@@ -637,21 +649,17 @@ class Compiled(_Stage):
             elif (
                 first is not None
                 and first[1] == leaf.ndim == ndim
-                and out_mesh == first[0].mesh.abstract_mesh
+                and (
+                    out_mesh == first[0].mesh.abstract_mesh
+                    # One device: XLA's output sharding is no mesh's, and jax
+                    # gives back the argument's own.
+                    or (built.num_devices == 1 and first[0].num_devices == 1)
+                )
                 and first[0].is_equivalent_to(built, ndim)
             ):
                 want = first[0]
             else:
-                parts = list(built.spec)
-                while parts and parts[-1] is None:
-                    parts.pop()
-                mesh = built.mesh
-                if (
-                    user_mesh.axis_names == mesh.axis_names
-                    and user_mesh.devices.shape == mesh.devices.shape
-                ):
-                    mesh = user_mesh
-                want = jax.sharding.NamedSharding(mesh, jax.P(*parts))
+                want = propagated
             # The per-device program's layout holds no unreduced/reduced sets
             # (its partial sums are the device buffers themselves): compare dims.
             dims = want
@@ -661,7 +669,12 @@ class Compiled(_Stage):
                     jax.P(*want.spec.partitions),
                     memory_kind=want.memory_kind,
                 )
-            spelled.append(want if dims.is_equivalent_to(built, ndim) else built)
+            if dims.is_equivalent_to(built, ndim):
+                spelled.append(want)
+            else:  # e.g. the type names Explicit axes only, Auto ones split too
+                spelled.append(
+                    propagated if propagated.is_equivalent_to(built, ndim) else built
+                )
         executable.out_shardings = tuple(spelled)
 
     # -- inspection ------------------------------------------------------------

@@ -224,15 +224,25 @@ def trace_function(
     finally:
         _RECORDER.stack.pop()
     out_flat, out_tree = jax.tree_util.tree_flatten_with_path(traced.out_info)
+    out_avals = traced.jaxpr.out_avals
     outputs = tuple(
         LeafInfo(
             "result" + jax.tree_util.keystr(p),
             tuple(o.shape),
             leaf_dtype(o.dtype),
             bool(getattr(o, "weak_type", False)),
-            typed_sharding(getattr(o, "sharding", None)),
+            # The sharding in the output's type (explicit mode), where
+            # out_info has none (no out_shardings): the value's own aval's.
+            typed_sharding(getattr(o, "sharding", None))
+            or (
+                typed_sharding(getattr(a, "sharding", None)) if a is not None else None
+            ),
         )
-        for p, o in out_flat
+        for (p, o), a in zip(
+            out_flat,
+            out_avals if len(out_avals) == len(out_flat) else [None] * len(out_flat),
+            strict=True,
+        )
     )
     kept = tuple(sorted(bridge.kept_argument_indices(lowered)))
     return TracedModule(

@@ -50,6 +50,43 @@ def test_partition_spec_canonical_equality() -> None:
     assert NamedSharding(mesh2(), P("x")) == NamedSharding(mesh2(), P("x", None))
 
 
+def test_partition_spec_unreduced_and_reduced_sets() -> None:
+    """jax's explicit-mode sets: part of equality, repr and the jax round
+    trip; an axis is on a dim, unreduced or reduced, never two of these."""
+    spec = P("x", None, unreduced={"y"})
+    assert spec == P("x", unreduced=frozenset({"y"})) != P("x")
+    assert hash(spec) == hash(P("x", unreduced={"y"}))
+    assert repr(spec) == repr(spec.to_jax()) == "P('x', None, unreduced={'y'})"
+    assert repr(P(reduced={"x"})) == repr(jax.P(reduced={"x"}))
+    assert PartitionSpec.from_jax(spec.to_jax()) == spec
+    assert (P("x", reduced={"z"}) + P("y")).reduced == {"z"}
+    with pytest.raises(ShardingError, match="both unreduced and reduced"):
+        P(unreduced={"x"}, reduced={"x"})
+    with pytest.raises(ShardingError, match="splits dims over \\['x'\\]"):
+        P("x", unreduced={"x"})
+    with pytest.raises(ShardingError, match="set of mesh axis names"):
+        P(unreduced="x")  # type: ignore[arg-type]
+
+
+@pytest.mark.devices(8)
+def test_unreduced_axes_must_be_explicit_mesh_axes() -> None:
+    auto = mesh2()
+    with pytest.raises(ShardingError, match=r"lists mesh axis 'y' as unreduced.*Auto"):
+        NamedSharding(auto, P("x", unreduced={"y"}))
+    with pytest.raises(ShardingError, match="unknown mesh axis 'z' in reduced"):
+        NamedSharding(auto, P(reduced={"z"}))
+    explicit = Mesh(
+        np.array(DEVICES).reshape(2, 4),
+        ("x", "y"),
+        axis_types=(jax.sharding.AxisType.Explicit,) * 2,
+    )
+    named = NamedSharding(explicit, P("x", unreduced={"y"}))
+    assert named.tensor_sharding(2).unreduced[0].name == "y"
+    assert named.to_jax() == jax.sharding.NamedSharding(
+        explicit.to_jax(), jax.P("x", unreduced={"y"})
+    )
+
+
 def test_partition_spec_sequence_api() -> None:
     spec = P("x", None, ("y", "z"))
     assert len(spec) == 3
