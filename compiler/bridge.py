@@ -111,6 +111,13 @@ def set_mesh_context() -> Any:
     return None if found is None or found.empty else found
 
 
+def abstract_mesh_context() -> Any:
+    """The `jax.sharding.AbstractMesh` of `jax.sharding.use_abstract_mesh`
+    (or of `jax.set_mesh`), or None when empty."""
+    found = _jax_mesh.get_abstract_mesh()
+    return None if found is None or found.empty else found
+
+
 # --- jax.distributed's key-value store ----------------------------------------------
 
 

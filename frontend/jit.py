@@ -51,7 +51,13 @@ from meshjit.frontend.sharding import (
     SingleDeviceSharding,
     from_jax,
 )
-from meshjit.frontend.stages import Compiled, Lowered, LoweringInputs, Traced
+from meshjit.frontend.stages import (
+    Compiled,
+    Lowered,
+    LoweringInputs,
+    Traced,
+    require_devices,
+)
 from meshjit.frontend.trace import (
     LeafInfo,
     TracedModule,
@@ -121,6 +127,10 @@ def context_mesh() -> Mesh | None:
     jax_mesh = set_mesh_context()
     if isinstance(jax_mesh, jax.sharding.Mesh):
         return Mesh.from_jax(jax_mesh)
+    # jax.sharding.use_abstract_mesh: lowered on a stand-in for its devices.
+    abstract = bridge.abstract_mesh_context()
+    if abstract is not None:
+        return Mesh.stand_in(abstract)
     return None
 
 
@@ -238,7 +248,9 @@ class JitFunction:
     @_user_errors
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """Traces and attaches shardings; `.compile()` the result to run it."""
-        return self._lower(self._prepare(args, kwargs))
+        lowered = self._lower(self._prepare(args, kwargs))
+        require_devices(lowered.inputs)
+        return lowered
 
     @_user_errors
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:

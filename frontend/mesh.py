@@ -62,12 +62,15 @@ class Mesh:
     `Mesh(np.array(jax.devices()).reshape(2, 4), ("x", "y"))`.
     """
 
-    __slots__ = ("_axis_names", "_axis_types", "_devices", "_hash")
+    __slots__ = ("_axis_names", "_axis_types", "_devices", "_hash", "_stand_in")
 
     _devices: np.ndarray[Any, np.dtype[Any]]
     _axis_names: tuple[str, ...]
     _axis_types: tuple[AxisType, ...]
     _hash: int
+    # A jax AbstractMesh lowered on: this process's first devices stand in
+    # for the ones `Lowered.compile(device_assignment=...)` will name.
+    _stand_in: bool
 
     def __init__(
         self,
@@ -116,7 +119,40 @@ class Mesh:
         self._devices = array
         self._axis_names = names
         self._axis_types = types
+        self._stand_in = False
         self._hash = hash((names, types, array.shape, flat))
+
+    @classmethod
+    def stand_in(cls, abstract: Any) -> Mesh:
+        """A mesh for lowering on a jax `AbstractMesh` (axes, no devices):
+        the first devices of this process, in its shape, marked so that
+        compiling needs a device assignment (`Lowered.compile`); for one
+        device, the default device (as jax)."""
+        size = math.prod(abstract.axis_sizes)
+        pool = jax.devices()
+        if size > len(pool):
+            raise ShardingError(
+                f"{abstract} has {size} devices but this process sees "
+                f"{len(pool)}: meshjit lowers an AbstractMesh on as many devices "
+                "as it has (the partitioned program is the same for any)"
+            )
+        devices = np.array(pool[:size], dtype=object).reshape(abstract.axis_sizes)
+        mesh = cls(devices, abstract.axis_names, abstract.axis_types)
+        if size == 1:
+            return mesh  # as jax: one device is the default device
+        mesh._stand_in = True
+        mesh._hash = hash((mesh._hash, "stand-in"))
+        return mesh
+
+    @property
+    def is_stand_in(self) -> bool:
+        """Made for an AbstractMesh: its devices are not the program's yet."""
+        return self._stand_in
+
+    def with_devices(self, devices: Sequence[Any]) -> Mesh:
+        """This mesh's axes over `devices` (row-major): a stand-in made concrete."""
+        array = np.array(list(devices), dtype=object).reshape(self._devices.shape)
+        return Mesh(array, self._axis_names, self._axis_types)
 
     @staticmethod
     def _check_axis_types(
@@ -242,6 +278,7 @@ class Mesh:
             and self._axis_types == other._axis_types
             and self._devices.shape == other._devices.shape
             and self.flat_devices == other.flat_devices
+            and self._stand_in == other._stand_in
         )
 
     def __hash__(self) -> int:

@@ -1417,13 +1417,34 @@ class PmapSharding(Sharding):
 # Conversions from jax
 
 
+def _concrete(abstract: Any) -> Mesh:
+    """The mesh a jax AbstractMesh stands for: the context mesh with its
+    axes (`with mesh:`, `jax.set_mesh`), else a stand-in for lowering
+    (`Mesh.stand_in`: compiling it needs a device assignment)."""
+    from meshjit.compiler import bridge
+    from meshjit.frontend.mesh import current_mesh
+
+    context = current_mesh()
+    if context is None:
+        found = bridge.set_mesh_context()
+        context = Mesh.from_jax(found) if found is not None else None
+    if (
+        context is not None
+        and context.axis_names == tuple(abstract.axis_names)
+        and context.axis_sizes == tuple(abstract.axis_sizes)
+    ):
+        return context
+    return Mesh.stand_in(abstract)
+
+
 def from_jax(sharding: Any) -> Sharding:
     """The meshjit sharding for a `jax.sharding` object (or jax's GSPMDSharding)."""
     if isinstance(sharding, jax.sharding.NamedSharding):
         if not isinstance(sharding.mesh, jax.sharding.Mesh):
-            raise ShardingError(
-                f"{sharding} is on an AbstractMesh, which has no devices; use a "
-                "concrete Mesh"
+            return NamedSharding(
+                _concrete(sharding.mesh),
+                PartitionSpec.from_jax(sharding.spec),
+                memory_kind=sharding.memory_kind,
             )
         return NamedSharding(
             Mesh.from_jax(sharding.mesh),

@@ -9,6 +9,7 @@ meshjit's pipeline reads), "propagated" (after meshjit's propagation) and
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -149,8 +150,52 @@ class Traced(_Stage):
         text = self._inputs.traced.text
         return text if debug_info else _strip_locations(text)
 
-    def lower(self) -> Lowered:
+    def lower(self, *, lowering_platforms: Sequence[str] | None = None) -> Lowered:
+        """Attaches shardings. `lowering_platforms` is needed (as in jax) when
+        the shardings are on an AbstractMesh only: the module is the same for
+        every platform; compile it with `compile(device_assignment=...)`."""
+        if lowering_platforms is None:
+            require_devices(self._inputs)
         return Lowered(self._inputs)
+
+
+def require_devices(inputs: LoweringInputs) -> None:
+    """Lowering with no lowering_platforms needs a mesh with devices."""
+    mesh = inputs.placement.mesh
+    if mesh.is_stand_in:
+        raise ShardingError(
+            "Passing lowering_platforms to lower() is required when only "
+            f"AbstractMesh exists in {inputs.api}({inputs.fun_name}): its "
+            f"shardings are on an AbstractMesh ({mesh}) and no mesh with devices; "
+            "write f.trace(*args).lower(lowering_platforms=('cpu',)), then "
+            "compile(device_assignment=devices)"
+        )
+
+
+def _on_devices(inputs: LoweringInputs, devices: Sequence[Any]) -> LoweringInputs:
+    """`inputs` lowered on a stand-in mesh, moved to `devices` (row-major)."""
+    placement = inputs.placement
+    old = placement.mesh
+    new = old.with_devices(devices)
+    jax_new = new.to_jax()
+
+    def move(s: Any) -> Any:
+        if isinstance(s, NamedSharding) and s.mesh == old:
+            return NamedSharding(new, s.spec, memory_kind=s.memory_kind)
+        if isinstance(s, jax.sharding.NamedSharding) and not isinstance(
+            s.mesh, jax.sharding.Mesh
+        ):
+            return jax.sharding.NamedSharding(jax_new, s.spec)
+        return s
+
+    moved = dataclasses.replace(
+        placement,
+        mesh=new,
+        inputs=tuple(move(s) for s in placement.inputs),
+        outputs=tuple(move(s) for s in placement.outputs),
+        specified=tuple(move(s) for s in placement.specified),
+    )
+    return dataclasses.replace(inputs, placement=moved)
 
 
 class Lowered(_Stage):
@@ -334,8 +379,40 @@ class Lowered(_Stage):
         self._unusable = unusable
         return aliases
 
-    def compile(self, compiler_options: Mapping[str, Any] | None = None) -> Compiled:
+    def compile(
+        self,
+        compiler_options: Mapping[str, Any] | None = None,
+        *,
+        device_assignment: Sequence[Any] | None = None,
+    ) -> Compiled:
+        """The per-device program for the mesh's devices; lowered on an
+        AbstractMesh, for `device_assignment` (the mesh's devices row-major)."""
         inputs = self._inputs
+        mesh = inputs.placement.mesh
+        if device_assignment is not None:
+            devices = tuple(device_assignment)
+            if mesh.is_stand_in:
+                if len(devices) != mesh.size:
+                    raise ShardingError(
+                        f"The size of abstract mesh {mesh.size} ({mesh}) must "
+                        f"match the length of device assignment: {len(devices)}"
+                    )
+                moved = Lowered(_on_devices(inputs, devices))
+                return moved.compile(compiler_options)
+            if devices != mesh.flat_devices:
+                raise ShardingError(
+                    "device_assignment passed to `.compile` must match the "
+                    "device_assignment calculated from array shardings and "
+                    f"out_shardings: {list(mesh.flat_devices)} (mesh {mesh}), "
+                    f"got {list(devices)}"
+                )
+        elif mesh.is_stand_in:
+            raise RuntimeError(
+                "device_assignment cannot be `None` during compilation: "
+                f"{inputs.api}({inputs.fun_name}) was lowered on an AbstractMesh "
+                f"({mesh}); pass compile(device_assignment=devices), the mesh's "
+                "devices row-major"
+            )
         options = dict(inputs.compiler_options or {})
         options.update(compiler_options or {})
         devices = list(inputs.placement.mesh.flat_devices)

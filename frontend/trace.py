@@ -220,7 +220,21 @@ def trace_function(
         traced = jax.jit(flat, keep_unused=keep_unused).trace(
             *(leaf.sds() for leaf in leaves)
         )
-        lowered = traced.lower()
+        # Types on an AbstractMesh only (no devices): jax lowers them for a
+        # named platform; the module does not depend on which.
+        abstract = any(
+            leaf.sharding is not None
+            and not isinstance(leaf.sharding.mesh, jax.sharding.Mesh)
+            for leaf in leaves
+        ) or (
+            bridge.abstract_mesh_context() is not None
+            and bridge.set_mesh_context() is None
+        )
+        lowered = (
+            traced.lower(lowering_platforms=(jax.default_backend(),))
+            if abstract
+            else traced.lower()
+        )
     finally:
         _RECORDER.stack.pop()
     out_flat, out_tree = jax.tree_util.tree_flatten_with_path(traced.out_info)

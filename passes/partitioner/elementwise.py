@@ -55,7 +55,12 @@ def custom_call(node: Node, ctx: PartitionCtx) -> None:
     if rule is None:
         run_replicated(ctx, node, "no sharding rule for its target")
         return
-    emit(ctx, node, prepare(ctx, node, rule, FactorLimits()))
+    # A factor of results only (jax's `custom` rules give LAPACK results
+    # their own factors) is not something the call can compute a block of:
+    # such a result is made whole and then sliced.
+    in_operands = {f for t in rule.operands for d in t for f in d}
+    results_only = frozenset(range(rule.num_factors)) - in_operands
+    emit(ctx, node, prepare(ctx, node, rule, FactorLimits(forbidden=results_only)))
 
 
 def user_all_reduce(node: Node, ctx: PartitionCtx) -> None:

@@ -87,3 +87,43 @@ def test_lower_on_shaped_array() -> None:
     np.testing.assert_array_equal(
         np.asarray(compiled(jnp.arange(8, dtype=jnp.int32))), np.arange(1, 9)
     )
+
+
+def test_lowered_on_an_abstract_mesh_compiles_for_a_device_assignment() -> None:
+    """Shardings on an AbstractMesh (no devices): lowering needs
+    `lowering_platforms` (as in jax), compiling needs `device_assignment`,
+    and the program then runs on those devices."""
+    mesh = jax.make_mesh(
+        (2, 1),
+        ("x", "y"),
+        axis_types=(jax.sharding.AxisType.Auto,) * 2,
+        devices=jax.devices()[4:6],
+    )
+    abstract = jax.ShapeDtypeStruct(
+        (8, 2), jnp.float32, sharding=NamedSharding(mesh.abstract_mesh, P("x"))
+    )
+    f = meshjit.jit(lambda x: x * 2)
+    with pytest.raises(ValueError, match="Passing lowering_platforms"):
+        f.lower(abstract)
+    lowered = f.trace(abstract).lower(lowering_platforms=("cpu",))
+    assert "mhlo.num_partitions = 2" in lowered.as_text()
+    with pytest.raises(RuntimeError, match="device_assignment cannot be `None`"):
+        lowered.compile()
+    with pytest.raises(ValueError, match=r"abstract mesh 2 .* device assignment: 1"):
+        lowered.compile(device_assignment=(jax.devices()[0],))
+    compiled = lowered.compile(device_assignment=tuple(mesh.devices.flat))
+    arr = jax.device_put(np.arange(16.0).reshape(8, 2), NamedSharding(mesh, P("x")))
+    out = compiled(arr)
+    np.testing.assert_array_equal(np.asarray(out), np.arange(16.0).reshape(8, 2) * 2)
+    assert out.sharding == NamedSharding(mesh, P("x"))
+    assert {d.id for d in out.sharding.device_set} == {4, 5}
+
+
+def test_compile_device_assignment_must_be_the_meshs() -> None:
+    arr = jax.ShapeDtypeStruct(
+        (8, 2), jnp.float32, sharding=NamedSharding(MESH, P("x"))
+    )
+    lowered = meshjit.jit(lambda x: x).lower(arr)
+    with pytest.raises(ValueError, match=r"device_assignment passed to `\.compile`"):
+        lowered.compile(device_assignment=(jax.devices()[0],))
+    assert lowered.compile(device_assignment=jax.devices()) is not None

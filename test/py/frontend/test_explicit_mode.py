@@ -362,3 +362,18 @@ def test_gradient_accumulated_unreduced_over_a_loop_is_summed_once() -> None:
     assert len(reduces) == 3  # one per gradient, concatenated into one launch
     assert {c.op for c in reduces} == {"sdy.sharding_constraint"}  # after the loop
     assert compiled.as_text().count("all-reduce(") == 1
+
+
+def test_lapack_call_with_results_only_factors_runs_whole() -> None:
+    """jax's `custom` rules give a LAPACK call's result factors of its own:
+    the call cannot compute a block of such a result (its output aliases an
+    operand), so it runs on whole operands and the result is sliced."""
+    mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))
+    with jax.set_mesh(mesh):
+        a = jax.random.normal(jax.random.key(0), (32, 32))
+        b = jax.random.normal(jax.random.key(1), (64, 32), out_sharding=P("x"))
+    solve = jax.vmap(jnp.linalg.solve, in_axes=(None, 0))
+    theirs, ours = run_both(lambda jit: jit(solve), (a, b), mesh)
+    np.testing.assert_allclose(
+        np.asarray(ours[0]), np.asarray(theirs[0]), rtol=1e-4, atol=1e-4
+    )
