@@ -144,7 +144,7 @@ def distributed_client() -> Any:
 def is_jax_unspecified(obj: object) -> bool:
     """Whether `obj` is jax's internal `UNSPECIFIED` in/out_shardings leaf
     (`jax._src.sharding_impls.UNSPECIFIED`, what jax's own jit defaults to)."""
-    from jax._src.sharding_impls import UnspecifiedValue
+    from jax._src.sharding_impls import UnspecifiedValue  # type: ignore[attr-defined]
 
     return isinstance(obj, UnspecifiedValue)
 

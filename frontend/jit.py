@@ -514,7 +514,8 @@ def _jax_out_shardings(tree: object) -> object | None:
         return None
     if any(x is unspecified for x in leaves):
         return None  # jax.jit takes no per-leaf "unspecified" publicly
-    return converted
+    found: object = converted
+    return found
 
 
 class _NoJaxForm(Exception):

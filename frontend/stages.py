@@ -390,21 +390,21 @@ class Lowered(_Stage):
         inputs = self._inputs
         mesh = inputs.placement.mesh
         if device_assignment is not None:
-            devices = tuple(device_assignment)
+            assigned = tuple(device_assignment)
             if mesh.is_stand_in:
-                if len(devices) != mesh.size:
+                if len(assigned) != mesh.size:
                     raise ShardingError(
                         f"The size of abstract mesh {mesh.size} ({mesh}) must "
-                        f"match the length of device assignment: {len(devices)}"
+                        f"match the length of device assignment: {len(assigned)}"
                     )
-                moved = Lowered(_on_devices(inputs, devices))
+                moved = Lowered(_on_devices(inputs, assigned))
                 return moved.compile(compiler_options)
-            if devices != mesh.flat_devices:
+            if assigned != mesh.flat_devices:
                 raise ShardingError(
                     "device_assignment passed to `.compile` must match the "
                     "device_assignment calculated from array shardings and "
                     f"out_shardings: {list(mesh.flat_devices)} (mesh {mesh}), "
-                    f"got {list(devices)}"
+                    f"got {list(assigned)}"
                 )
         elif mesh.is_stand_in:
             raise RuntimeError(
