@@ -871,10 +871,27 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
             if isinstance(value, jax.core.Tracer):
                 out.append(jax.lax.with_sharding_constraint(value, sharding.to_jax()))
             else:
+                _check_eager_devices(value, sharding, name)
                 out.append(jax.device_put(value, sharding.to_jax()))
         return jax.tree_util.tree_unflatten(tree, out)
     except MeshjitError as err:
         raise _filtered(err) from None
+
+
+def _check_eager_devices(value: object, sharding: NamedSharding, name: str) -> None:
+    """Outside a trace the constraint is a computation, as in jax: a
+    committed array must be on the mesh's devices in the mesh's order."""
+    if not isinstance(value, jax.Array) or not value.committed:
+        return
+    own = _as_meshjit(value.sharding)._device_assignment
+    want = sharding.mesh.flat_devices
+    if tuple(own) != tuple(want):
+        raise ShardingError(
+            f"with_sharding_constraint for `{name}`: incompatible devices: the "
+            f"array is committed to devices with ids {[d.id for d in own]} but "
+            f"the constraint's mesh {sharding.mesh} has ids "
+            f"{[d.id for d in want]} (order counts); device_put it first"
+        )
 
 
 def _check_constraint(

@@ -21,7 +21,7 @@ from meshjit.compiler.bridge import IndivisibleShardingError
 from meshjit.dialects.sharding import MeshModel
 from meshjit.errors import IndivisibleDimError, MissingMeshError, ShardingError
 from meshjit.frontend.args import UNSPECIFIED
-from meshjit.frontend.mesh import Mesh
+from meshjit.frontend.mesh import Mesh, current_mesh
 from meshjit.frontend.sharding import (
     AUTO,
     GSPMDSharding,
@@ -56,6 +56,9 @@ class Placement:
     # options the search runs with, None without any.
     auto_inputs: tuple[bool, ...] = ()
     auto: AUTO | None = None
+    # jit(device=...) / backend=: the computation runs on that device and
+    # committed arguments are moved there (as jax does).
+    pinned: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +308,13 @@ def resolve(
         _spec_or_auto(s, req, "out_shardings", leaf)
         for s, leaf in zip(req.out_specs, out_leaves, strict=True)
     ]
+    if req.device is not None and current_mesh() is not None:
+        raise ShardingError(
+            f"{req.api}: Mesh context manager should not be used with jit when "
+            "backend or device is also specified as an argument to jit: the "
+            "`with mesh:` block places the computation on the mesh, device=/"
+            "backend= on one device; drop one of the two"
+        )
     if req.pjit and req.context_mesh is not None and req.device is None:
         _check_context_devices(req, in_leaves)
     mesh, single = _pick_mesh(req, ins, outs, in_leaves, out_leaves)
@@ -388,6 +398,7 @@ def resolve(
         tuple(specified),
         auto_in,
         auto,
+        req.device is not None,
     )
 
 

@@ -10,6 +10,7 @@ meshjit's pipeline reads), "propagated" (after meshjit's propagation) and
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -93,7 +94,10 @@ class _Stage:
     @property
     def args_info(self) -> Any:
         inputs = self._inputs
-        avals = list(inputs.traced.jaxpr.in_avals)
+        avals = [
+            _typed_aval(aval, inputs.placement, k)
+            for k, aval in enumerate(inputs.traced.jaxpr.in_avals)
+        ]
         infos = [
             jax.stages.ArgInfo(aval, donated)
             for aval, donated in zip(avals, inputs.donated, strict=True)
@@ -124,6 +128,42 @@ class _Stage:
     def donate_argnums(self) -> tuple[int, ...]:
         """Flat indices of the donated argument leaves."""
         return tuple(i for i, d in enumerate(self._inputs.donated) if d)
+
+
+def _typed_aval(aval: Any, placement: Placement, k: int) -> Any:
+    """The argument's aval as jax types it on the computation's mesh: the
+    mesh's abstract mesh and the spec over its Explicit axes (Auto axes do not
+    appear in types); traced without a sharding, the aval has none."""
+    sharding = getattr(aval, "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    if placement.single_device or mesh is None or not mesh.empty:
+        return aval
+    if k >= len(placement.inputs) or not hasattr(aval, "update"):
+        return aval
+    asked = placement.specified[k] if k < len(placement.specified) else None
+    spec = (
+        asked.spec
+        if isinstance(asked, jax.sharding.NamedSharding)
+        else placement.inputs[k].spec.to_jax()
+    )
+    jax_mesh = placement.mesh.to_jax()
+    explicit = {
+        n
+        for n, t in zip(jax_mesh.axis_names, jax_mesh.axis_types, strict=True)
+        if t == jax.sharding.AxisType.Explicit
+    }
+    entries: list[object] = []
+    for entry in spec.partitions:
+        names = (entry,) if isinstance(entry, str) else tuple(entry or ())
+        kept = tuple(n for n in names if n in explicit)
+        entries.append(None if not kept else kept[0] if len(kept) == 1 else kept)
+    while entries and entries[-1] is None:
+        entries.pop()
+    typed = jax.sharding.NamedSharding(jax_mesh.abstract_mesh, jax.P(*entries))
+    try:
+        return aval.update(sharding=typed)
+    except (TypeError, ValueError):
+        return aval
 
 
 class Traced(_Stage):
@@ -368,15 +408,35 @@ class Lowered(_Stage):
         outputs = inputs.traced.outputs
         kept = inputs.traced.kept
 
+        model = inputs.placement.mesh.to_model()
+
         def same_layout(j: int, r: int) -> bool:
             leaf = inputs.leaves[kept[j]]
             return _layout(res_sh[r], outputs[r].physical_ndim) == _layout(
                 arg_sh[j], leaf.physical_ndim
             )
 
-        aliases, unusable = match_donations(inputs, same_layout)
+        def block_bytes(s: TensorSharding | None, shape: tuple[int, ...]) -> int:
+            local = s.local_shape(shape, model) if s is not None else shape
+            return math.prod(local)
+
+        def same_block_size(j: int, r: int) -> bool:
+            # As jax: a buffer is reused by a result of the same dtype whose
+            # per-device block has as many elements (shapes may differ).
+            leaf = inputs.leaves[kept[j]]
+            return block_bytes(arg_sh[j], leaf.shape + leaf.key_shape) == block_bytes(
+                res_sh[r], outputs[r].shape + outputs[r].key_shape
+            )
+
+        aliases, unusable = match_donations(inputs, same_layout, same_block_size)
         self._aliases = aliases
-        self._unusable = unusable
+        # jax hands XLA every donation when propagation decides an output's
+        # layout (no out_shardings) on several devices, and says nothing of
+        # those XLA could not use: so does meshjit.
+        decided = inputs.placement.mesh.size > 1 and any(
+            s is None for s in inputs.placement.outputs
+        )
+        self._unusable = [] if decided else unusable
         return aliases
 
     def compile(
@@ -528,11 +588,14 @@ def auto_shard_pass(inputs: LoweringInputs) -> str | None:
 
 
 def match_donations(
-    inputs: LoweringInputs, same_layout: Callable[[int, int], bool] | None = None
+    inputs: LoweringInputs,
+    same_layout: Callable[[int, int], bool] | None = None,
+    same_block_size: Callable[[int, int], bool] | None = None,
 ) -> tuple[dict[int, int], list[str]]:
     """As donation matches buffers: @main argument -> the first result not
     yet taken with its shape and dtype (and, given `same_layout(argument,
-    result)`, its layout); and the donated leaves left without one."""
+    result)`, its layout), else, given `same_block_size`, the first with its
+    dtype and per-device block size; and the donated leaves left without one."""
     kept = inputs.traced.kept
     outputs = inputs.traced.outputs
     taken: set[int] = set()
@@ -557,6 +620,17 @@ def match_donations(
             ),
             None,
         )
+        if match is None and same_block_size is not None:
+            match = next(
+                (
+                    r
+                    for r, o in enumerate(outputs)
+                    if r not in taken
+                    and o.dtype == leaf.dtype
+                    and same_block_size(j, r)
+                ),
+                None,
+            )
         if match is None:
             unusable.append(
                 f"{leaf.describe()} `{leaf.path}` (no output with the same shape, "
@@ -747,11 +821,12 @@ class Compiled(_Stage):
                     memory_kind=want.memory_kind,
                 )
             if dims.is_equivalent_to(built, ndim):
-                spelled.append(want)
+                chosen = want
             else:  # e.g. the type names Explicit axes only, Auto ones split too
-                spelled.append(
+                chosen = (
                     propagated if propagated.is_equivalent_to(built, ndim) else built
                 )
+            spelled.append(chosen)
         executable.out_shardings = tuple(spelled)
 
     # -- inspection ------------------------------------------------------------
@@ -925,6 +1000,8 @@ class Compiled(_Stage):
         ):
             shape = tuple(np.shape(v))
             dtype = getattr(v, "dtype", None)
+            if isinstance(dtype, np.dtype):  # numpy int64 is int32 without x64
+                dtype = jax.dtypes.canonicalize_dtype(dtype)
             if shape != leaf.shape or (
                 dtype is not None and leaf_dtype(dtype) != leaf.dtype
             ):
@@ -933,7 +1010,8 @@ class Compiled(_Stage):
                     f"{leaf.describe()} but called with {describe_aval(v)}"
                 )
             auto = inputs.placement.auto_inputs
-            if isinstance(v, jax.Array) and v.committed and not (auto and auto[k]):
+            moved = inputs.placement.pinned or (auto and auto[k])
+            if isinstance(v, jax.Array) and v.committed and not moved:
                 own = v.sharding
                 if not own.is_equivalent_to(target, leaf.ndim):
                     raise ShardingError(
