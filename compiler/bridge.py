@@ -381,6 +381,14 @@ def hlo_cost_analysis(computation: Any) -> dict[str, float]:
     return dict(found)
 
 
+def tracing() -> bool:
+    """Whether a jax trace is being built on this thread (a function called
+    inside another jitted one, even with no traced arguments)."""
+    from jax._src import core
+
+    return not core.trace_state_clean()
+
+
 def inside_jit_trace(tree: Any) -> bool:
     """Whether a leaf of `tree` is a value of a jit trace being built (jax's
     DynamicJaxprTracer): the function is called inside another jitted one."""

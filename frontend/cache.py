@@ -39,6 +39,9 @@ class TraceKey:
     tree: PyTreeDef
     avals: tuple[tuple[tuple[int, ...], str, bool], ...]
     paths: tuple[str, ...]
+    # Bare PartitionSpecs inside the function (with_sharding_constraint)
+    # resolve against it: a new context mesh traces again, as in jax.
+    context_mesh: Hashable = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,8 @@ def trace_differences(old: TraceKey, new: TraceKey) -> list[str]:
         for path, a, b in zip(new.paths, old.avals, new.avals, strict=True):
             if a != b:
                 diffs.append(f"argument `{path}`: {_aval_text(a)} -> {_aval_text(b)}")
+    if old.context_mesh != new.context_mesh:
+        diffs.append(f"context mesh: {old.context_mesh} -> {new.context_mesh}")
     return diffs
 
 

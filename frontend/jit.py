@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import threading
 import types
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
@@ -189,7 +191,24 @@ class JitFunction:
         self._inline = inline
         self._compiler_options = dict(compiler_options) if compiler_options else None
         self._name = getattr(fun, "__name__", None) or type(fun).__name__
-        self._cache = JitCache(f"{api}({self._name})")
+        self._cache = _shared_cache(
+            fun,
+            (
+                api,
+                pjit,
+                _tree_key(self._in_shardings),
+                _tree_key(out_shardings),
+                argspec.static_argnums,
+                argspec.static_argnames,
+                argspec.donate_argnums,
+                argspec.donate_argnames,
+                keep_unused,
+                device,
+                inline,
+                _tree_key(self._compiler_options),
+            ),
+            f"{api}({self._name})",
+        )
         self._dispatchers: dict[Mesh | None, Dispatcher] = {}
         # Name, docstring and __wrapped__ only: merging `fun.__dict__` would
         # copy another JitFunction's state into this one when `fun` wraps one
@@ -230,7 +249,7 @@ class JitFunction:
         dispatch repeat it (None for calls it must not cache)."""
         if jax.config.jax_disable_jit:  # type: ignore[attr-defined]
             return self._fun(*args, **kwargs), None
-        if _has_tracer((args, kwargs)):
+        if _has_tracer((args, kwargs)) or bridge.tracing():
             return self._nested(args, kwargs), None
         prepared = self._prepare(args, kwargs)
         compiled = self._cache.compiled(
@@ -305,6 +324,7 @@ class JitFunction:
             dyn_tree,
             tuple(leaf.aval_key() for leaf in leaves),
             tuple(leaf.path for leaf in leaves),
+            mesh,
         )
         compile_key = CompileKey(
             trace_key,
@@ -522,7 +542,53 @@ class _NoJaxForm(Exception):
     """An out_shardings leaf jax.jit cannot take."""
 
 
+# Jitted wrappers of one function with the same options share their traces
+# and executables, as jax's caches do (`pjit(f, ...)` made again per call
+# does not trace again): function -> options -> cache.
+_SHARED: weakref.WeakKeyDictionary[Any, dict[Hashable, JitCache]] = (
+    weakref.WeakKeyDictionary()
+)
+_SHARED_LOCK = threading.Lock()
+
+
+def _tree_key(tree: object) -> Hashable:
+    """A hashable key for an options tree, or a fresh object (never equal)
+    when a leaf is not hashable."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree, is_leaf=is_spec_leaf)
+    try:
+        key = (treedef, tuple(leaves))
+        hash(key)
+    except TypeError:
+        return object()
+    return key
+
+
+def _shared_cache(fun: Any, options: Hashable, name: str) -> JitCache:
+    try:
+        hash(options)
+        with _SHARED_LOCK:
+            per_fun = _SHARED.setdefault(fun, {})
+            found = per_fun.get(options)
+            if found is None:
+                found = per_fun[options] = JitCache(name)
+            return found
+    except TypeError:  # not weakly referable, or options not hashable
+        return JitCache(name)
+
+
 def _committed(v: object) -> Hashable:
+    if (
+        isinstance(v, jax.Array)
+        and not v.committed
+        and not _has_tracer(v)
+        and len(v.sharding.device_set) > 1
+    ):
+        raise NotImplementedError(
+            "Having uncommitted Array sharded on multiple devices is not "
+            f"supported (as in jax): an argument is an uncommitted array on "
+            f"{len(v.sharding.device_set)} devices ({v.sharding}); "
+            "jax.device_put it onto its sharding to commit it"
+        )
     found: Hashable = None
     if (isinstance(v, jax.Array) and not _has_tracer(v) and v.committed) or (
         isinstance(v, jax.ShapeDtypeStruct) and v.sharding is not None

@@ -826,6 +826,34 @@ class Compiled(_Stage):
                 chosen = (
                     propagated if propagated.is_equivalent_to(built, ndim) else built
                 )
+            if (
+                isinstance(chosen, jax.sharding.NamedSharding)
+                and isinstance(out_mesh, jax.sharding.AbstractMesh)
+                and out_mesh.axis_names == chosen.mesh.axis_names
+                and tuple(out_mesh.axis_sizes) == tuple(chosen.mesh.axis_sizes)
+                and out_mesh.axis_types != chosen.mesh.axis_types
+                and isinstance(chosen.mesh, jax.sharding.Mesh)
+            ):
+                # The output's type names its mesh's axis types (a function
+                # may return a value from a `use_abstract_mesh` block).
+                chosen = jax.sharding.NamedSharding(
+                    jax.sharding.Mesh(
+                        chosen.mesh.devices,
+                        chosen.mesh.axis_names,
+                        axis_types=out_mesh.axis_types,
+                    ),
+                    chosen.spec,
+                    memory_kind=chosen.memory_kind,
+                )
+            if leaf.key_shape and isinstance(chosen, jax.sharding.NamedSharding):
+                # A typed key's data: the key's spec and a None per key dim,
+                # as jax spells `key_data(out).sharding`.
+                parts = list(chosen.spec.partitions)
+                if len(parts) < leaf.physical_ndim:
+                    parts += [None] * len(leaf.key_shape)
+                chosen = jax.sharding.NamedSharding(
+                    chosen.mesh, jax.P(*parts), memory_kind=chosen.memory_kind
+                )
             spelled.append(chosen)
         executable.out_shardings = tuple(spelled)
 

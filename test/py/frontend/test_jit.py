@@ -356,11 +356,47 @@ def test_pjit_none_means_replicated_under_mesh_and_mesh_is_per_call_site() -> No
         out_other = f(jnp.arange(8.0))
     assert out8.sharding.mesh.devices.tolist() == DEVICES  # type: ignore[attr-defined]
     assert out_other.sharding.mesh.devices.tolist() == DEVICES[::-1]  # type: ignore[attr-defined]
-    assert f.cache_info().traces == 1
+    # A new context mesh traces again (bare specs inside resolve against it),
+    # as in jax, whose trace context holds the mesh context.
+    assert f.cache_info().traces == 2
     assert f.cache_info().compiles == 2
     sharded = jax.device_put(np.arange(8.0, dtype=np.float32), ns(MESH8, "x").to_jax())
     with MESH8, pytest.raises(meshjit.ShardingError, match="pjit: the sharding of"):
         f(sharded)  # None = replicated, so a committed P('x') argument mismatches
+
+
+def test_wrappers_of_one_function_share_traces_and_executables() -> None:
+    """`pjit(f, ...)` made again per call does not trace again (jax's caches
+    are keyed by function and options); other options are another cache."""
+    traced = []
+
+    def f(a: jax.Array) -> jax.Array:
+        traced.append(1)
+        return a * 2
+
+    with MESH8:
+        for _ in range(3):
+            meshjit.pjit(f, in_shardings=P("x"))(jnp.arange(8.0))
+        assert len(traced) == 1
+        meshjit.pjit(f, in_shardings=P())(jnp.arange(8.0))
+    assert len(traced) == 2
+
+
+def test_uncommitted_array_on_several_devices_is_refused() -> None:
+    # jax has no public way to make one; its own test builds it like this.
+    from jax._src import array as jax_array
+
+    sharding = jax.sharding.NamedSharding(
+        jax.sharding.Mesh(np.array(DEVICES[:2]), ("x",)), jax.sharding.PartitionSpec()
+    )
+    arr = jax_array.ArrayImpl(
+        jax.core.ShapedArray((8,), np.int32),
+        sharding,
+        [jax.device_put(np.arange(8, dtype=np.int32), d) for d in DEVICES[:2]],
+        committed=False,
+    )
+    with pytest.raises(NotImplementedError, match="uncommitted Array sharded"):
+        meshjit.jit(lambda a: a)(arr)
 
 
 def test_jit_bare_partition_spec_uses_the_mesh_in_context() -> None:
