@@ -63,6 +63,7 @@ from meshjit.frontend.stages import (
 from meshjit.frontend.trace import (
     LeafInfo,
     TracedModule,
+    enclosing_context_mesh,
     leaf_dtype,
     leaf_info,
     record_constraint_mesh,
@@ -362,6 +363,7 @@ class JitFunction:
                 prepared.leaves,
                 self._keep_unused,
                 self._name,
+                prepared.trace_key.context_mesh,  # type: ignore[arg-type]
             )
 
         return self._cache.trace(prepared.trace_key, make)
@@ -470,6 +472,21 @@ class JitFunction:
                 "them to the outer function's jit"
             )
 
+        outer, inner = enclosing_context_mesh(), context_mesh()
+        if (
+            self._pjit
+            and outer is not None
+            and inner is not None
+            and inner.size != outer.size
+        ):
+            raise ShardingError(
+                f"{self._api}({self._name}) is called inside a function traced "
+                f"under the mesh {outer} ({outer.size} devices) while the "
+                f"context mesh is {inner} ({inner.size} devices): a nested "
+                "pjit cannot change the size of the mesh; call it under the "
+                "outer mesh"
+            )
+
         # Inside another trace an AUTO output is left to the outer search.
         out_shardings = jax.tree_util.tree_map(
             lambda s: None if isinstance(s, AUTO) else s,
@@ -494,12 +511,17 @@ class JitFunction:
                 fun,
                 static_argnums=self._argspec.static_argnums,
                 static_argnames=self._argspec.static_argnames,
+                donate_argnums=self._argspec.donate_argnums,
+                donate_argnames=self._argspec.donate_argnames,
                 out_shardings=as_jax,
             )(*args, **kwargs)
+        # Donation stays part of the nested jit (a jaxpr run eagerly, e.g.
+        # core.jaxpr_as_fun(make_jaxpr(f)), donates as f would).
         nested = jax.jit(
             body,
             static_argnums=self._argspec.static_argnums,
             static_argnames=self._argspec.static_argnames,
+            donate_argnums=self._argspec.donate_argnums,
         )
         return nested(*args, **kwargs)
 

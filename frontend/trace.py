@@ -160,9 +160,16 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
 class _Recorder(threading.local):
     def __init__(self) -> None:
         self.stack: list[list[Mesh]] = []
+        # The context mesh each running meshjit trace started under.
+        self.contexts: list[Mesh | None] = []
 
 
 _RECORDER = _Recorder()
+
+
+def enclosing_context_mesh() -> Mesh | None:
+    """The context mesh of the innermost meshjit trace running, if any."""
+    return _RECORDER.contexts[-1] if _RECORDER.contexts else None
 
 
 def record_constraint_mesh(mesh: Mesh) -> None:
@@ -204,8 +211,10 @@ def trace_function(
     leaves: Sequence[LeafInfo],
     keep_unused: bool,
     fun_name: str,
+    context: Mesh | None = None,
 ) -> TracedModule:
-    """Traces `fun` on abstract leaves with JAX and lowers it without shardings."""
+    """Traces `fun` on abstract leaves with JAX and lowers it without shardings
+    (`context`: the mesh context it is called under)."""
 
     def flat(*values: object) -> Any:
         dynamic = jax.tree_util.tree_unflatten(dyn_tree, values)
@@ -216,6 +225,7 @@ def trace_function(
     flat.__qualname__ = fun_name
     meshes: list[Mesh] = []
     _RECORDER.stack.append(meshes)
+    _RECORDER.contexts.append(context)
     try:
         traced = jax.jit(flat, keep_unused=keep_unused).trace(
             *(leaf.sds() for leaf in leaves)
@@ -237,6 +247,7 @@ def trace_function(
         )
     finally:
         _RECORDER.stack.pop()
+        _RECORDER.contexts.pop()
     out_flat, out_tree = jax.tree_util.tree_flatten_with_path(traced.out_info)
     out_avals = traced.jaxpr.out_avals
     outputs = tuple(
