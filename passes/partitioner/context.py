@@ -836,12 +836,12 @@ class PartitionCtx:
             return len(pending) == 1
         if node.op == "stablehlo.divide":
             return set(pending) == {0}
-        if node.op == "stablehlo.convert":  # between float types only
-            types = (
-                self.graph.value(node.operands[0]),
-                self.graph.value(node.results[0]),
-            )
-            return set(pending) == {0} and all(_is_float(v.dtype) for v in types)
+        if node.op == "stablehlo.convert":
+            # Between float types, to one at least as wide: the partial sums
+            # are then added up no less precisely than before the convert.
+            src = self.graph.value(node.operands[0]).dtype
+            dst = self.graph.value(node.results[0]).dtype
+            return set(pending) == {0} and 0 < _float_bits(src) <= _float_bits(dst)
         if node.op == "stablehlo.dynamic_update_slice":
             # Linear in operand and update together; one of them alone only
             # where the other is a fixed point of summing (zeros).
@@ -1008,9 +1008,11 @@ def op_work(graph: Graph, node: Node) -> tuple[float, float]:
     return flops, float(nbytes)
 
 
-def _is_float(dtype: str) -> bool:
-    """A floating-point or complex element type (`f32`, `bf16`, `complex<f32>`)."""
-    return dtype.startswith(("f", "bf", "complex"))
+def _float_bits(dtype: str) -> int:
+    """The width of a floating-point element type (`f32`: 32, `bf16`: 16,
+    `f8E4M3FN`: 8; `complex<f32>`: 32 per part); 0 for other types."""
+    m = re.match(r"(?:complex<)?b?f(\d+)", dtype)
+    return int(m.group(1)) if m else 0
 
 
 def plain_attrs(node: Node) -> dict[str, str]:

@@ -67,3 +67,43 @@ func.func @shrink(%a: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x
   %r = stablehlo.reduce(%m init: %z) applies stablehlo.add across dimensions = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}]>]>} : (tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+sdy.mesh @mesh = <["x"=4]>
+
+// A convert to a type at least as wide passes a partial sum on (the sum is
+// then taken no less precisely): one reduction, of the reduced row.
+// CHECK-LABEL: func.func public @widening_convert
+// CHECK: stablehlo.dot_general
+// CHECK-NOT: all_reduce
+// CHECK: stablehlo.convert %{{.*}} : (tensor<8x8xbf16>) -> tensor<8x8xf32>
+// CHECK: stablehlo.reduce
+// CHECK: "stablehlo.all_reduce"
+// CHECK: }) : (tensor<8xf32>) -> tensor<8xf32>
+func.func @widening_convert(%x: tensor<16x8xbf16> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %y: tensor<16x8xbf16> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) {
+  %g = stablehlo.dot_general %x, %y, contracting_dims = [0] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : (tensor<16x8xbf16>, tensor<16x8xbf16>) -> tensor<8x8xbf16>
+  %f = stablehlo.convert %g {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : (tensor<8x8xbf16>) -> tensor<8x8xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = stablehlo.reduce(%f init: %z) applies stablehlo.add across dimensions = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}]>]>} : (tensor<8x8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+sdy.mesh @mesh = <["x"=4]>
+
+// A narrowing convert does not: the partial sums are added up before it, in
+// the wider type.
+// CHECK-LABEL: func.func public @narrowing_convert
+// CHECK: %[[G:.*]] = stablehlo.dot_general
+// CHECK-NEXT: "stablehlo.all_reduce"(%[[G]])
+// CHECK: }) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: stablehlo.convert %{{.*}} : (tensor<8x8xf32>) -> tensor<8x8xbf16>
+func.func @narrowing_convert(%x: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %y: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<8xbf16> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) {
+  %g = stablehlo.dot_general %x, %y, contracting_dims = [0] x [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+  %f = stablehlo.convert %g {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : (tensor<8x8xf32>) -> tensor<8x8xbf16>
+  %z = stablehlo.constant dense<0.0> : tensor<bf16>
+  %r = stablehlo.reduce(%f init: %z) applies stablehlo.add across dimensions = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}]>]>} : (tensor<8x8xbf16>, tensor<bf16>) -> tensor<8xbf16>
+  return %r : tensor<8xbf16>
+}
