@@ -571,6 +571,9 @@ _SHARED: weakref.WeakKeyDictionary[Any, dict[Hashable, JitCache]] = (
     weakref.WeakKeyDictionary()
 )
 _SHARED_LOCK = threading.Lock()
+# Option sets kept per function (a loop making jit(f, in_shardings=s) for
+# ever new `s` must not hold every executable while `f` lives).
+_SHARED_PER_FUNCTION = 32
 
 
 def _tree_key(tree: object) -> Hashable:
@@ -592,6 +595,8 @@ def _shared_cache(fun: Any, options: Hashable, name: str) -> JitCache:
             per_fun = _SHARED.setdefault(fun, {})
             found = per_fun.get(options)
             if found is None:
+                if len(per_fun) >= _SHARED_PER_FUNCTION:  # oldest options out
+                    del per_fun[next(iter(per_fun))]
                 found = per_fun[options] = JitCache(name)
             return found
     except TypeError:  # not weakly referable, or options not hashable
