@@ -66,7 +66,7 @@ class CacheInfo:
 def _aval_text(aval: tuple[Any, ...]) -> str:
     """`LeafInfo.aval_key()` as text: shape, dtype, weak type, and the
     sharding in the type (explicit sharding mode)."""
-    shape, dtype, weak, typed = aval
+    shape, dtype, weak, typed = aval[:4]
     text = f"{dtype}[{','.join(map(str, shape))}]" + (" (weak type)" if weak else "")
     if typed is not None:
         text += f" typed {typed[1]}"

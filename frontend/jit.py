@@ -63,6 +63,7 @@ from meshjit.frontend.stages import (
 from meshjit.frontend.trace import (
     LeafInfo,
     TracedModule,
+    auto_mesh_of,
     enclosing_context_mesh,
     leaf_dtype,
     leaf_info,
@@ -315,7 +316,13 @@ class JitFunction:
         for path, value in flat_paths:
             index = path[0].idx
             name = form.entries[index].name + jax.tree_util.keystr(path[1:])
-            leaves.append(leaf_info(name, value, self._api, self._name))
+            leaf = leaf_info(name, value, self._api, self._name)
+            # As jax: the argument's Auto mesh is in its aval (its axes name
+            # nothing in the spec), where nothing else places the program.
+            auto = auto_mesh_of(value) if leaf.sharding is None else None
+            if auto is not None and self._on_mesh_of(value):
+                leaf = dataclasses.replace(leaf, auto_mesh=auto)
+            leaves.append(leaf)
             flat.append(value)
         committed = tuple(_committed(v) for v in flat)
         donated = tuple(form.entries[path[0].idx].donated for path, _ in flat_paths)
@@ -353,6 +360,24 @@ class JitFunction:
         return dataclasses.replace(
             prepared, compile_key=dataclasses.replace(compile_key, committed=keyed)
         )
+
+    def _on_mesh_of(self, value: jax.Array) -> bool:
+        """Whether the program runs on `value`'s own mesh as far as jit's
+        options say: no device=, out_shardings, and in_shardings unspecified
+        or all on that mesh."""
+        if self._device is not None or self._out_shardings is not UNSPECIFIED:
+            return False
+        if self._in_shardings is UNSPECIFIED:
+            return True
+        own = value.sharding.mesh  # type: ignore[attr-defined]
+        leaves = jax.tree_util.tree_leaves(self._in_shardings, is_leaf=is_spec_leaf)
+        for s in leaves:
+            mesh = getattr(s, "mesh", None)
+            if isinstance(mesh, Mesh):
+                mesh = mesh.to_jax()
+            if not isinstance(mesh, jax.sharding.Mesh) or mesh != own:
+                return False
+        return bool(leaves)
 
     def _traced(self, prepared: _Prepared) -> TracedModule:
         def make() -> TracedModule:

@@ -10,6 +10,7 @@ which is all meshjit's pipeline reads.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import threading
@@ -46,14 +47,21 @@ class LeafInfo:
     # jax.sharding.NamedSharding on a mesh with an Explicit axis), which jax's
     # tracer carries through every op; None for untyped (Auto) values.
     sharding: Any = None
+    # An argument committed to a mesh of Auto axes only, with no in_shardings
+    # given: that mesh's AbstractMesh, which jax puts in the argument's aval
+    # (`x.aval.sharding.mesh` inside the function; the spec names no axis).
+    auto_mesh: Any = None
 
     def aval_key(self) -> tuple[Any, ...]:
         typed = None if self.sharding is None else typed_key(self.sharding)
-        return (self.shape, self.dtype.name, self.weak_type, typed)
+        return (self.shape, self.dtype.name, self.weak_type, typed, self.auto_mesh)
 
     def sds(self) -> jax.ShapeDtypeStruct:
+        sharding = self.sharding
+        if sharding is None and self.auto_mesh is not None:
+            sharding = jax.sharding.NamedSharding(self.auto_mesh, jax.P())
         return jax.ShapeDtypeStruct(
-            self.shape, self.dtype, weak_type=self.weak_type, sharding=self.sharding
+            self.shape, self.dtype, weak_type=self.weak_type, sharding=sharding
         )
 
     def describe(self) -> str:
@@ -153,6 +161,22 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
     )
 
 
+def auto_mesh_of(x: object) -> Any:
+    """The AbstractMesh of an array committed to a mesh of several devices
+    and no Explicit axis, else None."""
+    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return None
+    sharding = x.sharding
+    if not x.committed or not isinstance(sharding, jax.sharding.NamedSharding):
+        return None
+    mesh = sharding.mesh
+    if not isinstance(mesh, jax.sharding.Mesh) or mesh.size < 2:
+        return None
+    if jax.sharding.AxisType.Explicit in mesh.axis_types:
+        return None
+    return mesh.abstract_mesh
+
+
 # ----------------------------------------------------------------------------
 # meshes used by with_sharding_constraint while tracing
 
@@ -204,6 +228,49 @@ class TracedModule:
         )
 
 
+# An `sdy.mesh` definition with axes (jax's @empty_mesh has none).
+_MESH_DEF = re.compile(r'^\s*sdy\.mesh @\S+ = <\["', re.MULTILINE)
+
+
+def _trace(
+    flat: Callable[..., Any],
+    leaves: Sequence[LeafInfo],
+    keep_unused: bool,
+    context: Mesh | None,
+) -> tuple[Any, Any, list[Mesh]]:
+    """jax's trace and lowering of `flat` on the leaves' abstract values, and
+    the meshes `with_sharding_constraint` used while tracing."""
+    meshes: list[Mesh] = []
+    _RECORDER.stack.append(meshes)
+    _RECORDER.contexts.append(context)
+    try:
+        traced = jax.jit(flat, keep_unused=keep_unused).trace(
+            *(leaf.sds() for leaf in leaves)
+        )
+        # Types on an AbstractMesh only (no devices): jax lowers them for a
+        # named platform; the module does not depend on which.
+        abstract = any(
+            (
+                leaf.sharding is not None
+                and not isinstance(leaf.sharding.mesh, jax.sharding.Mesh)
+            )
+            or leaf.auto_mesh is not None
+            for leaf in leaves
+        ) or (
+            bridge.abstract_mesh_context() is not None
+            and bridge.set_mesh_context() is None
+        )
+        lowered = (
+            traced.lower(lowering_platforms=(jax.default_backend(),))
+            if abstract
+            else traced.lower()
+        )
+    finally:
+        _RECORDER.stack.pop()
+        _RECORDER.contexts.pop()
+    return traced, lowered, meshes
+
+
 def trace_function(
     fun: Callable[..., Any],
     form: CallForm,
@@ -223,31 +290,15 @@ def trace_function(
 
     flat.__name__ = fun_name
     flat.__qualname__ = fun_name
-    meshes: list[Mesh] = []
-    _RECORDER.stack.append(meshes)
-    _RECORDER.contexts.append(context)
-    try:
-        traced = jax.jit(flat, keep_unused=keep_unused).trace(
-            *(leaf.sds() for leaf in leaves)
-        )
-        # Types on an AbstractMesh only (no devices): jax lowers them for a
-        # named platform; the module does not depend on which.
-        abstract = any(
-            leaf.sharding is not None
-            and not isinstance(leaf.sharding.mesh, jax.sharding.Mesh)
-            for leaf in leaves
-        ) or (
-            bridge.abstract_mesh_context() is not None
-            and bridge.set_mesh_context() is None
-        )
-        lowered = (
-            traced.lower(lowering_platforms=(jax.default_backend(),))
-            if abstract
-            else traced.lower()
-        )
-    finally:
-        _RECORDER.stack.pop()
-        _RECORDER.contexts.pop()
+    traced, lowered, meshes = _trace(flat, leaves, keep_unused, context)
+    if any(leaf.auto_mesh is not None for leaf in leaves) and (
+        meshes or len(_MESH_DEF.findall(str(lowered.as_text()))) > 1
+    ):
+        # The arguments' Auto meshes in their avals made jax write them into
+        # the module beside the constraints' mesh: trace without them (the
+        # avals then carry no mesh; the program is the same).
+        plain = [dataclasses.replace(leaf, auto_mesh=None) for leaf in leaves]
+        traced, lowered, meshes = _trace(flat, plain, keep_unused, context)
     out_flat, out_tree = jax.tree_util.tree_flatten_with_path(traced.out_info)
     out_avals = traced.jaxpr.out_avals
     outputs = tuple(

@@ -526,3 +526,38 @@ def test_constraint_on_an_abstract_mesh() -> None:
         assert out.sharding == jax.NamedSharding(mesh, jax.P("x"))
     with pytest.raises(meshjit.ShardingError, match="AbstractMesh"):
         f(data)
+
+
+def test_committed_argument_avals_carry_their_auto_mesh() -> None:
+    """As jax: inside the function an argument committed to a mesh of Auto
+    axes has that AbstractMesh in its aval (the spec names no axis); a
+    function with constraints is traced without it (jax would write the mesh
+    into the module twice) and runs as before."""
+    auto = jax.make_mesh(
+        (4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2
+    )
+    arr = jax.device_put(
+        np.arange(16.0).reshape(8, 2),
+        jax.sharding.NamedSharding(auto, jax.sharding.PartitionSpec("x")),
+    )
+    seen = []
+
+    def f(x: jax.Array) -> jax.Array:
+        seen.append(x.aval.sharding)
+        return x * 2
+
+    out = meshjit.jit(f)(arr)
+    np.testing.assert_array_equal(np.asarray(out), np.arange(16.0).reshape(8, 2) * 2)
+    assert seen[0].mesh == auto.abstract_mesh
+    assert seen[0].spec == jax.sharding.PartitionSpec(None, None)
+
+    def g(x: jax.Array) -> jax.Array:
+        y = meshjit.with_sharding_constraint(
+            x * 2, jax.sharding.NamedSharding(auto, jax.sharding.PartitionSpec("y"))
+        )
+        return y + 1
+
+    out = meshjit.jit(g)(arr)
+    np.testing.assert_array_equal(
+        np.asarray(out), np.arange(16.0).reshape(8, 2) * 2 + 1
+    )
