@@ -987,7 +987,14 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
             _check_constraint(sharding, name, shape, value)
             record_constraint_mesh(sharding.mesh)
             if isinstance(value, jax.core.Tracer):
-                out.append(jax.lax.with_sharding_constraint(value, sharding.to_jax()))
+                # One device: jax's own SingleDeviceSharding (its type has no
+                # mesh; the recorded mesh names the device).
+                target = (
+                    jax.sharding.SingleDeviceSharding(sharding.mesh.flat_devices[0])
+                    if sharding.mesh.axis_names == (_resolve.SINGLE_DEVICE_AXIS,)
+                    else sharding.to_jax()
+                )
+                out.append(jax.lax.with_sharding_constraint(value, target))
             else:
                 _check_eager_devices(value, sharding, name)
                 out.append(jax.device_put(value, sharding.to_jax()))
