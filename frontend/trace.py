@@ -47,9 +47,10 @@ class LeafInfo:
     # jax.sharding.NamedSharding on a mesh with an Explicit axis), which jax's
     # tracer carries through every op; None for untyped (Auto) values.
     sharding: Any = None
-    # An argument committed to a mesh of Auto axes only, with no in_shardings
-    # given: that mesh's AbstractMesh, which jax puts in the argument's aval
-    # (`x.aval.sharding.mesh` inside the function; the spec names no axis).
+    # An argument committed to a mesh of Auto axes only, where jit's options
+    # do not place the program elsewhere: that mesh's AbstractMesh, which jax
+    # puts in the argument's aval (`x.aval.sharding.mesh` inside the
+    # function; the spec names no axis).
     auto_mesh: Any = None
 
     def aval_key(self) -> tuple[Any, ...]:
@@ -291,12 +292,14 @@ def trace_function(
     flat.__name__ = fun_name
     flat.__qualname__ = fun_name
     traced, lowered, meshes = _trace(flat, leaves, keep_unused, context)
-    if any(leaf.auto_mesh is not None for leaf in leaves) and (
-        meshes or len(_MESH_DEF.findall(str(lowered.as_text()))) > 1
+    if (
+        any(leaf.auto_mesh is not None for leaf in leaves)
+        and len(_MESH_DEF.findall(str(lowered.as_text()))) > 1
     ):
         # The arguments' Auto meshes in their avals made jax write them into
-        # the module beside the constraints' mesh: trace without them (the
-        # avals then carry no mesh; the program is the same).
+        # the module beside another mesh (a constraint's): trace without them
+        # (the avals then carry no mesh; the program is the same, and mixing
+        # meshes is reported as it was).
         plain = [dataclasses.replace(leaf, auto_mesh=None) for leaf in leaves]
         traced, lowered, meshes = _trace(flat, plain, keep_unused, context)
     out_flat, out_tree = jax.tree_util.tree_flatten_with_path(traced.out_info)

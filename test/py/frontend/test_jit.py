@@ -530,9 +530,8 @@ def test_constraint_on_an_abstract_mesh() -> None:
 
 def test_committed_argument_avals_carry_their_auto_mesh() -> None:
     """As jax: inside the function an argument committed to a mesh of Auto
-    axes has that AbstractMesh in its aval (the spec names no axis); a
-    function with constraints is traced without it (jax would write the mesh
-    into the module twice) and runs as before."""
+    axes has that AbstractMesh in its aval (the spec names no axis); with a
+    constraint on that mesh inside, the program runs as before."""
     auto = jax.make_mesh(
         (4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2
     )
