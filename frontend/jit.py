@@ -370,14 +370,23 @@ class JitFunction:
         if self._in_shardings is UNSPECIFIED:
             return True
         own = value.sharding.mesh  # type: ignore[attr-defined]
+        return self._in_meshes == (own,)
+
+    @functools.cached_property
+    def _in_meshes(self) -> tuple[Any, ...]:
+        """The jax meshes of the in_shardings leaves, once each (an empty
+        tuple where a leaf has none: a bare spec, None, AUTO, one device)."""
+        meshes: list[Any] = []
         leaves = jax.tree_util.tree_leaves(self._in_shardings, is_leaf=is_spec_leaf)
         for s in leaves:
             mesh = getattr(s, "mesh", None)
             if isinstance(mesh, Mesh):
                 mesh = mesh.to_jax()
-            if not isinstance(mesh, jax.sharding.Mesh) or mesh != own:
-                return False
-        return bool(leaves)
+            if not isinstance(mesh, jax.sharding.Mesh):
+                return ()
+            if mesh not in meshes:
+                meshes.append(mesh)
+        return tuple(meshes)
 
     def _traced(self, prepared: _Prepared) -> TracedModule:
         def make() -> TracedModule:

@@ -191,18 +191,14 @@ def manual_computation(node: Node, ctx: PartitionCtx) -> None:
     program over the other (free) axes: its values carry shardings over
     those, and it is partitioned like any other code (collectives over the
     free axes only; the body's own collectives keep their groups)."""
-    manual = node.attrs.get("manual_axes")
-    names = re.findall(r'"([^"]*)"', manual.text if isinstance(manual, Opaque) else "")
-    in_lay = [
-        layout_of(t, ctx.mesh) for t in _per_value(node.attrs.get("in_shardings"))
-    ]
-    out_lay = [
-        layout_of(t, ctx.mesh) for t in _per_value(node.attrs.get("out_shardings"))
-    ]
+    names = manual_axis_names(node)
+    ins = _per_value(node.attrs.get("in_shardings"))
+    outs = _per_value(node.attrs.get("out_shardings"))
+    in_lay = [layout_of(t, ctx.mesh) for t in ins]
+    out_lay = [layout_of(t, ctx.mesh) for t in outs]
     # Unreduced over manual axes: each device's buffer is its partial sum.
-    in_keep = [
-        unreduced_of(t, ctx.mesh) for t in _per_value(node.attrs.get("in_shardings"))
-    ]
+    in_keep = [unreduced_of(t, ctx.mesh) for t in ins]
+    out_keep = [unreduced_of(t, ctx.mesh) for t in outs]
     block = node.regions[0][0]
     operands = [
         ctx.value_reshard(v, lay, node, f"operand {i}", keep=in_keep[i])
@@ -230,13 +226,16 @@ def manual_computation(node: Node, ctx: PartitionCtx) -> None:
         ]
     # The body is one block inlined here: its names stay valid after it.
     ctx.pop_scope()
-    out_keep = [
-        unreduced_of(t, ctx.mesh) for t in _per_value(node.attrs.get("out_shardings"))
-    ]
     for vid, value, lay, partial in zip(
         node.results, values, out_lay, out_keep, strict=True
     ):
         ctx.bind_result(vid, value, lay, node, partial)
+
+
+def manual_axis_names(node: Node) -> list[str]:
+    """The mesh axes an `sdy.manual_computation` is manual over."""
+    manual = node.attrs.get("manual_axes")
+    return re.findall(r'"([^"]*)"', manual.text if isinstance(manual, Opaque) else "")
 
 
 def _free(layout: Layout, manual: Sequence[str]) -> Layout:

@@ -5,7 +5,6 @@ entry function with the handlers, and wrap the per-device body in one
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping
 
 from meshjit.compiler.diagnostics import Diagnostics, SourceLoc
@@ -23,6 +22,7 @@ from meshjit.dialects.sdy_text import (
 from meshjit.dialects.sharding import MeshModel, TensorSharding
 from meshjit.dialects.stablehlo_rules import RULES
 from meshjit.passes.partitioner.context import PartitionCtx
+from meshjit.passes.partitioner.control_flow import manual_axis_names
 from meshjit.passes.partitioner.cost import DEFAULT as DEFAULT_COST
 from meshjit.passes.partitioner.cost import CostModel
 from meshjit.passes.partitioner.elementwise import LOCAL_BY_TYPE
@@ -103,9 +103,7 @@ def _read_layouts(
                 put(node.results[0], edge, node.loc)
             continue
         if node.op == "sdy.manual_computation":
-            axes = node.attrs.get("manual_axes")
-            text = axes.text if isinstance(axes, Opaque) else ""
-            manual = set(re.findall(r'"([^"]*)"', text))
+            manual = set(manual_axis_names(node))
             ins = node.attrs.get("in_shardings")
             if isinstance(ins, Opaque):
                 for s in _parse_per_value(ins.text):
