@@ -59,6 +59,34 @@ def per_call_overhead(leaves: int, samples: int = 0) -> tuple[float, float]:
     return statistics.median(a), statistics.median(b)
 
 
+def _mlp(w1: jax.Array, w2: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.tanh(x @ w1) @ w2
+
+
+def mlp_step(width: int, samples: int = 50) -> tuple[float, float, float]:
+    """(meshjit seconds, jax.jit seconds, max relative difference) of a
+    two-matmul MLP step on [width, width] f32 operands on one device: where
+    the device is fast (a GPU), the dispatch shows in a real step's time."""
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.P())
+    keys = jax.random.split(jax.random.key(0), 3)
+    args = [
+        jax.device_put(jax.random.normal(k, (width, width), jnp.float32), sharding)
+        for k in keys
+    ]
+    ours, theirs = meshjit.jit(_mlp), jax.jit(_mlp)
+    for _ in range(5):
+        _latency(lambda a: ours(*a), args)
+        _latency(lambda a: theirs(*a), args)
+    a, b = [], []
+    for _ in range(samples):
+        a.append(_latency(lambda a: ours(*a), args))
+        b.append(_latency(lambda a: theirs(*a), args))
+    want = theirs(*args)
+    diff = float(jnp.max(jnp.abs(ours(*args) - want)) / jnp.max(jnp.abs(want)))
+    return statistics.median(a), statistics.median(b), diff
+
+
 def lines(samples: int = 0) -> list[str]:
     out = []
     for n in LEAVES:
@@ -68,3 +96,37 @@ def lines(samples: int = 0) -> list[str]:
             f" per call = {ours / theirs:.2f}x"
         )
     return out
+
+
+def main() -> None:
+    """`python -m bench.dispatch [--one-device] [--mlp WIDTH ...]`: the
+    per-call rows alone (with --mlp, two-matmul MLP steps too), for a machine
+    where the whole bench does not fit its time (a lent GPU)."""
+    import argparse
+    import os
+
+    from bench.workloads import ONE_DEVICE_ENV
+
+    parser = argparse.ArgumentParser(prog="python -m bench.dispatch")
+    parser.add_argument("--one-device", action="store_true")
+    parser.add_argument("--mlp", type=int, action="append", default=[])
+    parser.add_argument("--samples", type=int, default=0)
+    args = parser.parse_args()
+    if args.one_device:
+        os.environ[ONE_DEVICE_ENV] = "1"
+    device = jax.devices()[0]
+    print(f"device: {device.platform} {device.device_kind}, jax {jax.__version__}")
+    for line in lines(args.samples):
+        print(line, flush=True)
+    for width in args.mlp:
+        ours, theirs, diff = mlp_step(width)
+        print(
+            f"- two-matmul MLP step, {width}x{width} f32: meshjit "
+            f"{ours * 1e3:.3f} ms, jax.jit {theirs * 1e3:.3f} ms = "
+            f"{ours / theirs:.2f}x (max rel diff {diff:.1e})",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

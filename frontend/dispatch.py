@@ -34,6 +34,7 @@ class _Raised(threading.local):
 
 _RAISED = _Raised()
 _ARRAY = bridge.ARRAY_TYPE
+_is_deleted = _ARRAY.is_deleted
 _leaves = jax.tree_util.tree_leaves
 
 
@@ -73,10 +74,13 @@ class Dispatcher:
         # jaxlib 0.10.2 crashes the process (a segmentation fault, for jax.jit
         # too) when an argument's buffer was deleted or donated, or when a
         # buffer is donated and passed again: such calls take the Python path.
-        leaves = _leaves((args, kwargs))
-        for x in leaves:
-            if type(x) is _ARRAY and x.is_deleted():
-                return self._python(args, kwargs)
+        leaves = _leaves((args, kwargs) if kwargs else args)
+        try:  # every leaf a jax array (the usual call): the check runs in C
+            deleted = any(map(_is_deleted, leaves))
+        except TypeError:  # a leaf of another type
+            deleted = any(type(x) is _ARRAY and x.is_deleted() for x in leaves)
+        if deleted:
+            return self._python(args, kwargs)
         if self._donates:
             arrays = [id(x) for x in leaves if type(x) is _ARRAY]
             if len(set(arrays)) != len(arrays):
