@@ -273,6 +273,9 @@ class Graph:
     # What passes derived from this graph and may reuse while it is unchanged
     # (cleared when `write_attrs` changes it).
     memo: dict[str, object] = field(default_factory=dict)
+    # Rule lookups by op content (`op_info.rule_lookup`): valid for the
+    # graph's life, since the key holds what the rule reads.
+    rules: dict[object, object] = field(default_factory=dict)
     _users: list[list[int]] | None = None
 
     def value(self, vid: int) -> Value:

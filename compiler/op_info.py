@@ -6,7 +6,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from meshjit.compiler.graph import DenseElements, Graph, Node
-from meshjit.dialects.rules import OpInfo
+from meshjit.dialects.rules import Lookup, OpInfo
+from meshjit.dialects.stablehlo_rules import RULES
+
+_SHARDING = "sdy.sharding"
 
 
 def combiner(graph: Graph, node: Node) -> str | None:
@@ -81,3 +84,44 @@ def op_info(graph: Graph, node: Node) -> OpInfo | None:
         constant_operands=_constant_operands(graph, node),
         combiner=combiner(graph, node),
     )
+
+
+def _constants_key(graph: Graph, node: Node) -> tuple[object, ...]:
+    """(index, splat) of each operand a scalar splat constant defines: what
+    `op_info` reads of the operands beyond their types."""
+    out: list[object] = []
+    values, nodes = graph.values, graph.nodes
+    for i, vid in enumerate(node.operands):
+        owner = values[vid].owner
+        if owner >= 0 and nodes[owner].op == "stablehlo.constant":
+            value = nodes[owner].attrs.get("value")
+            if isinstance(value, DenseElements) and value.shape == ():
+                out.append((i, value.splat))
+    return tuple(out)
+
+
+def rule_lookup(graph: Graph, node: Node) -> Lookup | None:
+    """`RULES.lookup(op_info(graph, node))`, None where `op_info` is None;
+    memoized per graph, shared by every pass that reads it (propagation, the
+    partitioner, auto-sharding): a model's repeated layers are looked up
+    once. The key holds everything `op_info` reads: the op, operand and
+    result types, the attributes (by identity: the graph reader shares one
+    Python value per distinct MLIR attribute; the memo keeps them alive so an
+    identity is never reused), scalar constant operands and the combiner."""
+    values = graph.values
+    attrs = tuple([(k, v) for k, v in node.attrs.items() if k != _SHARDING])
+    key = (
+        node.op,
+        tuple([values[v].type for v in node.operands]),
+        tuple([values[v].type for v in node.results]),
+        tuple([(k, id(v)) for k, v in attrs]),
+        _constants_key(graph, node),
+        combiner(graph, node) if node.regions else None,
+    )
+    hit = graph.rules.get(key)
+    if hit is not None:
+        return hit[0]  # type: ignore[index,no-any-return]
+    info = op_info(graph, node)
+    found = RULES.lookup(info) if info is not None else None
+    graph.rules[key] = (found, attrs)
+    return found

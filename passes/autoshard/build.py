@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from meshjit.compiler.diagnostics import SourceLoc
 from meshjit.compiler.graph import Graph, Node, Opaque
-from meshjit.compiler.op_info import combiner, op_info
+from meshjit.compiler.op_info import combiner, rule_lookup
 from meshjit.dialects.reshard import Layout
 from meshjit.dialects.rules import ShardingRule, pointwise_rule
 from meshjit.dialects.sdy_text import (
@@ -304,8 +304,7 @@ class _Builder:
 
     def op(self, node: Node, share_layers: bool) -> None:
         what = f"{node.op.split('.')[-1]} at {node.loc}"
-        info = op_info(self.g, node)
-        found = RULES.lookup(info) if info is not None else None
+        found = rule_lookup(self.g, node)
         rule = found.rule if found is not None else None
         if rule is None or node.op in ALWAYS_REPLICATED:
             self.replicated(node, what)

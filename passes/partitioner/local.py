@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 
 from meshjit.compiler.graph import Graph, Node
 from meshjit.compiler.op_info import combiner as _combiner
-from meshjit.compiler.op_info import op_info
+from meshjit.compiler.op_info import rule_lookup
 from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.rules import FactorKind, ShardingRule
-from meshjit.dialects.stablehlo_rules import RULES
 from meshjit.passes.partitioner.builder import Ty, Val
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import (
@@ -48,11 +47,8 @@ class LocalOp:
 def rule_of(ctx: PartitionCtx, node: Node) -> ShardingRule | None:
     """The op's sharding rule from the table, or None when it has none (an
     op or custom-call target the table does not know)."""
-    info = op_info(ctx.graph, node)
-    if info is None:
-        return None
-    found = RULES.lookup(info)
-    return None if found.warning else found.rule
+    found = rule_lookup(ctx.graph, node)
+    return None if found is None or found.warning else found.rule
 
 
 def prepare(

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from meshjit.compiler.diagnostics import Diagnostics, SourceLoc
 from meshjit.compiler.graph import Graph, Node, Opaque
-from meshjit.compiler.op_info import op_info
+from meshjit.compiler.op_info import rule_lookup
 from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.rules import pointwise_rule
 from meshjit.dialects.sdy_text import (
@@ -373,8 +373,8 @@ def _aim_at_results(
                         back[in_dim] = lay[out_dim]
                 pending.append((node.operands[0], tuple(back)))
             continue
-        info = op_info(graph, node)
-        rule = RULES.lookup(info).rule if info is not None else None
+        found = rule_lookup(graph, node)
+        rule = found.rule if found is not None else None
         if rule is None or node.regions or not is_elementwise(rule):
             continue
         pending += [(o, lay) for o in node.operands if graph.value(o).shape == v.shape]

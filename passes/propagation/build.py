@@ -27,6 +27,7 @@ from functools import cache
 
 from meshjit.compiler.diagnostics import Diagnostics, Severity, SourceLoc
 from meshjit.compiler.graph import AttrPlan, Graph, Node, Opaque, SymbolRef
+from meshjit.compiler.op_info import rule_lookup
 from meshjit.dialects.rules import ShardingRule
 from meshjit.dialects.sdy_text import (
     parse_mesh,
@@ -38,7 +39,6 @@ from meshjit.dialects.sdy_text import (
 from meshjit.dialects.sharding import AxisRef, TensorSharding
 from meshjit.dialects.stablehlo_rules import RULES
 from meshjit.errors import ShardingError
-from meshjit.passes.annotate_sharding_rules import op_info
 from meshjit.passes.propagation.axes import Ax, Axes
 from meshjit.passes.propagation.core import (
     BACKWARD,
@@ -148,7 +148,7 @@ class _Builder:
         self.problem = Problem({}, [], [], [])
         self.out = Built(self.problem, graph)
         self.groups: dict[int, list[int]] = {}
-        self.rule_cache: dict[object, ShardingRule | None] = {}
+        self.own_rules: dict[str, ShardingRule] = {}
         self.call_stack: list[int] = []
         self.constant_like: set[int] = set()
         # Constant expressions proper: what a constant-preserving op of them
@@ -603,37 +603,25 @@ class _Builder:
         return False
 
     def rule(self, node: Node) -> ShardingRule | None:
-        # Attribute values are keyed by identity: the graph reader shares one
-        # Python value per distinct MLIR attribute, so ops with equal
-        # attributes hit; an equal value that is another object only misses.
-        values = self.g.values
-        key = (
-            node.op,
-            tuple([values[v].type for v in node.operands]),
-            tuple([values[v].type for v in node.results]),
-            tuple([(k, id(v)) for k, v in node.attrs.items() if k != SHARDING]),
-        )
-        if key in self.rule_cache:
-            return self.rule_cache[key]
-        info = op_info(self.g, node)
-        rule: ShardingRule | None = None
         own = node.attrs.get("sdy.sharding_rule")
         if isinstance(own, Opaque):
             # The op's own rule (JAX writes one on its LAPACK custom calls),
             # as Shardy uses it.
-            try:
-                rule = ShardingRule.parse(own.text)
-            except ValueError as err:
-                self.diags.error(node.loc, f"bad sdy.sharding_rule: {err}")
-            self.rule_cache[key] = rule
+            rule = self.own_rules.get(own.text)
+            if rule is None:
+                try:
+                    rule = ShardingRule.parse(own.text)
+                except ValueError as err:
+                    self.diags.error(node.loc, f"bad sdy.sharding_rule: {err}")
+                    return None
+                self.own_rules[own.text] = rule
             return rule
-        if info is not None:
-            found = RULES.lookup(info)
-            if found.warning:
-                self.diags.warning_once(found.warning_key, node.loc, found.warning)
-            rule = found.rule
-        self.rule_cache[key] = rule
-        return rule
+        found = rule_lookup(self.g, node)
+        if found is None:
+            return None
+        if found.warning:
+            self.diags.warning_once(found.warning_key, node.loc, found.warning)
+        return found.rule
 
     def op_sharding_attr(self, node: Node, results: Sequence[int]) -> None:
         """An op already carrying `sdy.sharding` starts from it."""
