@@ -214,6 +214,7 @@ def compile_spmd(
     text: str,
     devices: tuple[Any, ...],
     compiler_options: Mapping[str, Any] | None = None,
+    host_callbacks: tuple[Any, ...] = (),
 ) -> Any:
     """Compiles a per-device module (body = sdy.manual_computation over all axes)
     for `devices`, partition i on devices[i]; returns PJRT's loaded executable.
@@ -227,7 +228,126 @@ def compile_spmd(
     from jaxlib import xla_client as xc
 
     options = _spmd_options(devices, compiler_options)
+    if host_callbacks:  # the module's callbacks, by their index in this list
+        # (the overload that takes callbacks takes a parsed module)
+        from meshjit.compiler.ir import make_context, parse_module
+
+        return backend().compile_and_load(
+            parse_module(text, make_context()),
+            executable_devices=xc.DeviceList(devices),
+            compile_options=options,
+            host_callbacks=list(host_callbacks),
+        )
     return backend().compile_and_load(text, xc.DeviceList(devices), options)
+
+
+# --- effects: host callbacks and the tokens that order them -----------------------
+
+
+class Effects:
+    """What jax's lowering says a program's side effects need at compile and
+    run time: its host callbacks (a callback custom call names one by its
+    index in this list), what must stay alive while it runs, and its ordered
+    effects (each one a token argument and result at the front of @main,
+    threaded between calls as jax threads them)."""
+
+    __slots__ = ("host_callbacks", "keepalive", "ordered", "unordered")
+
+    def __init__(
+        self,
+        ordered: tuple[Any, ...],
+        unordered: bool,
+        host_callbacks: tuple[Any, ...],
+        keepalive: Any,
+    ) -> None:
+        self.ordered = ordered
+        self.unordered = unordered
+        self.host_callbacks = host_callbacks
+        self.keepalive = keepalive
+
+
+def lowering_effects(lowered: Any) -> Effects | None:
+    """The effects of a jax `Lowered`, or None for a program without any."""
+    args = lowered._lowering.compile_args
+    ordered = tuple(args.get("ordered_effects") or ())
+    unordered = bool(args.get("unordered_effects"))
+    callbacks = tuple(args.get("host_callbacks") or ())
+    if not (ordered or unordered or callbacks):
+        return None
+    return Effects(ordered, unordered, callbacks, args.get("keepalive"))
+
+
+def mutable_arrays(lowered: Any) -> bool:
+    """Whether jax's lowering passes mutable arrays (`jax.new_ref`) the
+    function closes over as extra arguments and results."""
+    return lowered._lowering.compile_args.get("mut") is not None
+
+
+def token_buffer(devices: tuple[Any, ...]) -> Any:
+    """An empty buffer on each of `devices`: what a token argument is passed as
+    (jax passes a `Token`'s `_buf`)."""
+    import numpy as np
+    from jax._src.sharding_impls import GSPMDSharding
+
+    empty = np.zeros((0,), np.bool_)
+    return jax.device_put(empty, GSPMDSharding.get_replicated(devices))
+
+
+def token_of(pieces: list[Any]) -> Any:
+    """A `jax.core.Token` over a token result's per-device buffers."""
+    from jax._src import core
+
+    if len(pieces) == 1:
+        return core.Token(pieces[0])
+    devices = [next(iter(p.sharding.device_set)) for p in pieces]
+    import numpy as np
+
+    sharding = jax.sharding.NamedSharding(
+        jax.sharding.Mesh(np.array(devices), ("x",)), jax.P("x")
+    )
+    return core.Token(jax.make_array_from_single_device_arrays((0,), sharding, pieces))
+
+
+def is_token(x: object) -> bool:
+    from jax._src import core
+
+    return isinstance(x, core.Token)
+
+
+def abstract_token() -> Any:
+    from jax._src import core
+
+    return core.abstract_token
+
+
+def run_with_effects(
+    executable: Any, devices: tuple[Any, ...], args: list[Any], effects: Effects
+) -> list[list[Any]]:
+    """Runs a program with effects as jax does: the current token of each
+    ordered effect in front of the arguments, the runtime tokens kept (so
+    `jax.effects_barrier()` waits for its callbacks) and each ordered
+    effect's token result made current. Returns the per-device pieces of the
+    other results."""
+    from jax._src import dispatch
+
+    tokens = [
+        dispatch.runtime_tokens.get_token_input(eff, list(devices))._buf
+        for eff in effects.ordered
+    ]
+    results = executable.execute_sharded([*tokens, *args], with_tokens=True)
+    n = len(effects.ordered)
+    token_pieces = results.consume_with_handlers([_pieces] * n, strict=False)
+    runtime = results.consume_token()
+    for i, device in enumerate(devices):
+        dispatch.runtime_tokens.set_output_runtime_token(device, runtime.get_token(i))
+    for eff, pieces in zip(effects.ordered, token_pieces, strict=True):
+        dispatch.runtime_tokens.set_token_result(eff, token_of(list(pieces)))
+    rest: list[list[Any]] = results.disassemble_into_single_device_arrays()
+    return rest
+
+
+def _pieces(xs: Any) -> Any:
+    return xs
 
 
 def serialize_executable(executable: Any) -> bytes:

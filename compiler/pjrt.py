@@ -60,7 +60,7 @@ def jax_sharding(
 
 @dataclass(frozen=True, slots=True)
 class OutputSpec:
-    shape: tuple[int, ...]
+    shape: tuple[int, ...] | None  # None: a token
     layout: tuple[tuple[Any, ...], ...]
 
 
@@ -69,6 +69,8 @@ def _assemble(
 ) -> jax.Array:
     """One global jax.Array from the per-device pieces. A zero-size output has
     no data, and XLA hands its pieces back unsharded: it is rebuilt empty."""
+    if out.shape is None:  # a token
+        return bridge.token_of(pieces)  # type: ignore[no-any-return]
     if math.prod(out.shape) == 0:
         empty = np.zeros(out.shape, dtype=pieces[0].dtype)
         placed: jax.Array = jax.device_put(empty, sharding)
@@ -87,16 +89,25 @@ class PartitionedExecutable:
         devices: Sequence[Any],
         compiler_options: Mapping[str, Any] | None = None,
         loaded: Any = None,
+        effects: bridge.Effects | None = None,
     ) -> None:
         """Compiles `text` for `devices`, or wraps `loaded` (an executable
-        compiled from it before, deserialized)."""
+        compiled from it before, deserialized). `effects`: what the program's
+        side effects need (host callbacks, ordered-effect tokens, which are
+        @main's first arguments and results and not among `outputs`)."""
         self.mesh = mesh
         self.devices = devices_by_position(mesh, devices)
         self.outputs = tuple(outputs)
+        self.effects = effects
         self.executable = (
             loaded
             if loaded is not None
-            else bridge.compile_spmd(text, self.devices, compiler_options)
+            else bridge.compile_spmd(
+                text,
+                self.devices,
+                compiler_options,
+                effects.host_callbacks if effects is not None else (),
+            )
         )
         self.out_shardings = tuple(
             jax_sharding(mesh, self.devices, o.layout) for o in self.outputs
@@ -123,8 +134,13 @@ class PartitionedExecutable:
     def __call__(self, *args: jax.Array) -> list[jax.Array]:
         if self._unchecked is not None:
             self._check_processes()
-        results = self.executable.execute_sharded(list(args))
-        pieces = results.disassemble_into_single_device_arrays()
+        if self.effects is not None:
+            pieces = bridge.run_with_effects(
+                self.executable, self.devices, list(args), self.effects
+            )
+        else:
+            results = self.executable.execute_sharded(list(args))
+            pieces = results.disassemble_into_single_device_arrays()
         return [
             _assemble(o, s, list(p))
             for o, s, p in zip(self.outputs, self.out_shardings, pieces, strict=True)

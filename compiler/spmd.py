@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from meshjit.compiler.bridge import Effects
 from meshjit.compiler.diagnostics import Diagnostics
 from meshjit.compiler.graph import Opaque, read_interface
 from meshjit.compiler.ir import ir, make_context, parse_module, print_module
@@ -66,15 +67,24 @@ def compile_parsed(
     source_name: str = "<module>",
     reports: frozenset[str] = frozenset({"collectives", "explain"}),
     compiler_options: Mapping[str, Any] | None = None,
+    effects: Effects | None = None,
 ) -> Compiled:
     """`compile_module` on a module already parsed (and perhaps propagated
-    inside the caller's `graph_session`, whose graph the passes then reuse)."""
+    inside the caller's `graph_session`, whose graph the passes then reuse).
+    `effects`: the program's host callbacks and ordered effects (from jax's
+    lowering)."""
     stages = parse_pipeline(pipeline, module.context)
     diags = run_pipeline(stages, module, source_name, Instrumentation(reports=reports))
     partitioned = print_module(module)
-    mesh, outputs, inputs = _interface(module, source_name)
+    tokens = len(effects.ordered) if effects is not None else 0
+    mesh, outputs, inputs = _interface(module, source_name, tokens)
     executable = PartitionedExecutable(
-        partitioned, mesh, outputs, devices, compiler_options=compiler_options
+        partitioned,
+        mesh,
+        outputs,
+        devices,
+        compiler_options=compiler_options,
+        effects=effects,
     )
     return Compiled(executable, partitioned, diags, inputs)
 
@@ -98,24 +108,26 @@ def load_compiled(
 
 
 def _interface(
-    module: ir.Module, source_name: str
+    module: ir.Module, source_name: str, tokens: int = 0
 ) -> tuple[MeshModel, list[OutputSpec], tuple[Layout | None, ...]]:
     """The partitioned module's mesh, each result's global shape and layout,
-    and each argument's layout (read from @main's signature, not its body)."""
+    and each argument's layout (read from @main's signature, not its body),
+    less the first `tokens` arguments and results (ordered-effect tokens)."""
     interface = read_interface(module, source_name)
     if len(interface.meshes) != 1:
         raise ShardingError("the partitioned module must define exactly one sdy.mesh")
     mesh = parse_mesh(interface.meshes[0][1].text)
     main = interface.funcs["main"]
     outputs = []
-    for entry, result in zip(main.res_attrs, main.result_types, strict=True):
+    for entry, result in list(zip(main.res_attrs, main.result_types, strict=True))[
+        tokens:
+    ]:
         sharding = entry.get("sdy.sharding")
         assert isinstance(sharding, Opaque)
         layout = tuple(tuple(d.axes) for d in parse_sharding(sharding.text).dims)
-        assert result.shape is not None
         outputs.append(OutputSpec(result.shape, layout))
     inputs: list[Layout | None] = []
-    for entry in main.arg_attrs:
+    for entry in main.arg_attrs[tokens:]:
         sharding = entry.get("sdy.sharding")
         inputs.append(
             tuple(tuple(d.axes) for d in parse_sharding(sharding.text).dims)

@@ -333,12 +333,6 @@ def resolve(
         req.traced_mesh.axis_names != mesh.axis_names
         or req.traced_mesh.shape != tuple(mesh.axis_sizes)
     ):
-        if not req.traced_mesh.axis_names:
-            raise NotImplementedError(
-                f"{req.api}: the function places an op on one device (a maximal "
-                f"sharding, as io_callback and host callbacks lower to: "
-                f"{req.traced_mesh}); meshjit does not partition such ops yet"
-            )
         raise ShardingError(
             f"{req.api}: with_sharding_constraint inside the function uses the mesh "
             f"{req.traced_mesh} but the arguments and shardings are on {mesh}; "

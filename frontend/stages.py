@@ -199,6 +199,12 @@ class Traced(_Stage):
         return Lowered(self._inputs)
 
 
+def _tokens(inputs: LoweringInputs) -> int:
+    """How many ordered-effect tokens lead @main's arguments and results."""
+    effects = inputs.traced.effects
+    return len(effects.ordered) if effects is not None else 0
+
+
 def require_devices(inputs: LoweringInputs) -> None:
     """Lowering with no lowering_platforms needs a mesh with devices."""
     mesh = inputs.placement.mesh
@@ -259,6 +265,9 @@ class Lowered(_Stage):
             None if s is None else s.tensor_sharding(o.physical_ndim, inputs.mesh_name)
             for s, o in zip(p.outputs, inputs.traced.outputs, strict=True)
         ]
+        # Ordered effects' tokens lead @main's arguments and results.
+        tokens: list[TensorSharding | None] = [None] * _tokens(inputs)
+        args, results = tokens + args, tokens + results
         self._texts: dict[str, str] = {
             "traced": inputs.traced.text,
             "sharded": attach_shardings(
@@ -389,9 +398,12 @@ class Lowered(_Stage):
                     warnings.warn(
                         f"{self._inputs.api}: {message}", UserWarning, stacklevel=4
                     )
-            aliases = self._donation(interface_shardings(module))
+            n = _tokens(self._inputs)
+            arg_sh, res_sh = interface_shardings(module)
+            aliases = self._donation((arg_sh[n:], res_sh[n:]))
             if aliases:
-                write_attrs(module, alias_plan(module, aliases, source))
+                shifted = {a + n: r + n for a, r in aliases.items()}
+                write_attrs(module, alias_plan(module, shifted, source))
             yield module, source
 
     def _donation(
@@ -478,7 +490,9 @@ class Lowered(_Stage):
         devices = list(inputs.placement.mesh.flat_devices)
         pipeline = partition_pipeline(devices)
         key = None
-        if persistent_cache.cache_dir() is not None:
+        # A program with host callbacks is not cached: its callbacks are
+        # Python functions of this process.
+        if persistent_cache.cache_dir() is not None and inputs.traced.effects is None:
             key = persistent_cache.make_key(
                 self._texts["sharded"],
                 inputs.donated,
@@ -522,6 +536,7 @@ class Lowered(_Stage):
                 source,
                 reports=frozenset(),  # the partition report carries it all
                 compiler_options=options or None,
+                effects=self._inputs.traced.effects,
             )
 
     def _warn_unusable(self, stacklevel: int) -> None:
@@ -1057,6 +1072,8 @@ class Compiled(_Stage):
         flat, tree = jax.tree_util.tree_flatten(outs)
         if self._keys or any(0 in getattr(o, "shape", ()) for o in flat):
             return None  # typed PRNG keys: unwrapped and wrapped in Python
+        if inputs.traced.effects is not None:
+            return None  # tokens and callbacks are threaded in Python
         kept = set(inputs.traced.kept)
         return bridge.fastpath_data(
             self._spmd.executable.executable,

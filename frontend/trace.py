@@ -221,6 +221,9 @@ class TracedModule:
     # Each output's abstract mesh in jax's types (empty without a mesh
     # context): decides how an output sharding is spelled, as in jax.
     out_meshes: tuple[Any, ...] = ()
+    # Host callbacks and ordered effects (jax.debug.print, io_callback):
+    # what compiling and running the program needs; None without any.
+    effects: bridge.Effects | None = None
 
     @property
     def out_info(self) -> Any:
@@ -291,11 +294,16 @@ def trace_function(
 
     flat.__name__ = fun_name
     flat.__qualname__ = fun_name
-    traced, lowered, meshes = _trace(flat, leaves, keep_unused, context)
-    if (
-        any(leaf.auto_mesh is not None for leaf in leaves)
-        and len(_MESH_DEF.findall(str(lowered.as_text()))) > 1
-    ):
+    auto = any(leaf.auto_mesh is not None for leaf in leaves)
+    try:
+        traced, lowered, meshes = _trace(flat, leaves, keep_unused, context)
+    except ValueError as err:
+        # Host callbacks need devices at lowering: jax refuses the
+        # arguments' AbstractMeshes then; trace without them (below).
+        if not auto or "require devices" not in str(err):
+            raise
+        lowered = None
+    if auto and (lowered is None or len(_MESH_DEF.findall(str(lowered.as_text()))) > 1):
         # The arguments' Auto meshes in their avals made jax write them into
         # the module beside another mesh (a constraint's): trace without them
         # (the avals then carry no mesh; the program is the same, and mixing
@@ -324,6 +332,12 @@ def trace_function(
         )
     )
     kept = tuple(sorted(bridge.kept_argument_indices(lowered)))
+    if bridge.mutable_arrays(lowered):
+        raise NotImplementedError(
+            f"{fun_name} reads or writes a mutable array (jax.new_ref) it closes "
+            "over: meshjit does not pass mutable arrays into its programs yet; "
+            "pass the array as an argument and return its new value"
+        )
     return TracedModule(
         str(lowered.as_text(debug_info=True)),
         fun_name,
@@ -336,6 +350,7 @@ def trace_function(
             getattr(getattr(a, "sharding", None), "mesh", None)
             for a in traced.jaxpr.out_avals
         ),
+        bridge.lowering_effects(lowered),
     )
 
 
@@ -349,8 +364,10 @@ def traced_mesh(text: str) -> tuple[str, MeshModel] | None:
     found: list[tuple[str, MeshModel]] = []
     for sym, mesh_attr in read_interface(parse_module(text, ctx)).meshes:
         model = sdy_text.parse_mesh(mesh_attr.text)
-        if not model.axes and model.device_ids is None:
-            continue  # JAX's @empty_mesh for replicated 0-d values
+        if not model.axes:
+            # JAX's @empty_mesh for replicated 0-d values, or a maximal mesh
+            # (one device) where jax places a host callback
+            continue
         found.append((sym, model))
     # jax 0.11 declares the mesh again for a shard_map (`@mesh_0`, the same
     # axes and devices): one mesh under two names.
@@ -403,6 +420,8 @@ def attach_shardings(
         for op in list(module.body.operations):
             if op.operation.name == "sdy.mesh":
                 model = sdy_text.parse_mesh(str(op.attributes["mesh"]))
+                if not model.axes and model.device_ids is not None:
+                    continue  # a maximal mesh: ops placed on one device
                 if model == MeshModel(()) or model == mesh:
                     # replicated on any mesh, or the mesh again under another
                     # name (jax 0.11's shard_map): references become @mesh_name

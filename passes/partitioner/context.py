@@ -186,6 +186,10 @@ class PartitionCtx:
         # The op of the entry function's body being partitioned (node id; -1
         # between ops): what the report's collectives and remarks point at.
         self.site = -1
+        # Ops placed whole on one device (a sharding on a maximal mesh, as
+        # jax writes for host callbacks): node id -> the partition that runs
+        # it (the device's position in the mesh).
+        self.placed: dict[int, int] = {}
 
     # -- scopes ------------------------------------------------------------------
 
@@ -898,13 +902,18 @@ class PartitionCtx:
             node = self.graph.node(nid)
             if node.op in _TERMINATORS:
                 return list(node.operands)
+            handler = (
+                self.handlers.get(node.op, self.default)
+                if nid not in self.placed
+                else on_one_device
+            )
             if self.site < 0:  # an op of the entry function's body
                 self.site = nid
-                self.handlers.get(node.op, self.default)(node, self)
+                handler(node, self)
                 self.declare_unreduced(node)
                 self.site = -1
             else:
-                self.handlers.get(node.op, self.default)(node, self)
+                handler(node, self)
                 self.declare_unreduced(node)
         return None
 
@@ -963,6 +972,55 @@ class PartitionCtx:
         outs = self.b.op(node.op, operands, results, self.op_attrs(node), regions)
         for vid, out in zip(node.results, outs, strict=True):
             self.bind(vid, out)
+
+
+def on_one_device(node: Node, ctx: PartitionCtx) -> None:
+    """An op placed whole on one device (jax's host callbacks: the op's
+    sharding names a maximal mesh): its operands gathered whole, the op run
+    under `stablehlo.if` on that device's partition only (a callback is
+    called once, as under jax.jit). Elsewhere its tensor results are zeros
+    (a token result is its token operand, or a new token), so each tensor
+    result is a partial sum over every mesh axis, summed where it is used:
+    every device then holds the device's values."""
+    b = ctx.b
+    operands = []
+    for i, vid in enumerate(node.operands):
+        shape = ctx.graph.value(vid).shape
+        if shape is None:  # a token
+            operands.append(ctx.val(vid))
+        else:
+            operands.append(
+                ctx.value_reshard(vid, replicated(len(shape)), node, f"operand {i}")
+            )
+    results = [ctx.global_ty(v) for v in node.results]
+    here = b.compare(
+        b.partition_id(),
+        b.constant(Ty((), "ui32"), f"dense<{ctx.placed[node.id]}> : tensor<ui32>"),
+        "EQ",
+    )
+    saved = b.capture()
+    regions = [ctx.verbatim_region(r[0]) for r in node.regions]
+    outs = b.op(node.op, operands, results, ctx.op_attrs(node), regions)
+    b.ret("stablehlo.return", outs)
+    on_device = b.restore(saved)
+    saved = b.capture()
+    tokens = [v for v in operands if v.ty.shape is None and "token" in v.ty.dtype]
+    elsewhere = [
+        b.zeros(t)
+        if t.shape is not None
+        else (tokens[0] if tokens else b.op1("stablehlo.after_all", [], t))
+        for t in results
+    ]
+    b.ret("stablehlo.return", elsewhere)
+    off_device = b.restore(saved)
+    outs = b.op("stablehlo.if", [here], results, {}, [on_device, off_device])
+    every = tuple(AxisRef(a.name) for a in ctx.mesh.axes)
+    for vid, out, t in zip(node.results, outs, results, strict=True):
+        if t.shape is None:
+            ctx.bind(vid, out)
+            continue
+        combiner = "stablehlo.or" if t.dtype == "i1" else "stablehlo.add"
+        ctx.bind_result(vid, out, replicated(len(t.shape)), node, every, combiner)
 
 
 def op_work(graph: Graph, node: Node) -> tuple[float, float]:

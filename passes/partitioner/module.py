@@ -58,14 +58,18 @@ def refuse_unreduced(
 
 
 def _read_layouts(
-    graph: Graph, mesh_name: str, mesh: MeshModel
+    graph: Graph, mesh_name: str, mesh: MeshModel, maximal: Mapping[str, int]
 ) -> tuple[dict[int, Layout], dict[int, DimAxes]]:
     """Value id -> layout from the shardings in the module, and value id ->
-    the axes a sharding declares the value unreduced over (partial sums)."""
+    the axes a sharding declares the value unreduced over (partial sums). A
+    value on a maximal mesh (a placed op's result) gets none: it is made on
+    one device and summed to every device where it is used."""
     layouts: dict[int, Layout] = {}
     unreduced: dict[int, DimAxes] = {}
 
     def put(vid: int, sharding: TensorSharding, loc: SourceLoc) -> None:
+        if sharding.mesh_name in maximal:
+            return
         if sharding.mesh_name != mesh_name:
             raise PartitionFailure(
                 loc,
@@ -138,14 +142,23 @@ def _dicts(value: object) -> list[Mapping[str, object]]:
     return [v if isinstance(v, Mapping) else {} for v in value]
 
 
-def _find_mesh(graph: Graph) -> tuple[str, MeshModel, SourceLoc] | None:
+def _find_mesh(
+    graph: Graph,
+) -> tuple[str, MeshModel, SourceLoc, dict[str, int]] | None:
+    """The module's mesh with axes, and its maximal meshes (no axes, one
+    device: where jax places a host callback) by name -> device id."""
     meshes: dict[str, tuple[MeshModel, SourceLoc]] = {}
+    maximal: dict[str, int] = {}
     for node in graph.walk():
         if node.op != "sdy.mesh":
             continue
         mesh_attr, sym = node.attrs.get("mesh"), node.attrs.get("sym_name")
         if isinstance(mesh_attr, Opaque) and isinstance(sym, str):
-            meshes[sym] = (parse_mesh(mesh_attr.text), node.loc)
+            mesh = parse_mesh(mesh_attr.text)
+            if not mesh.axes and mesh.device_ids is not None:
+                maximal[sym] = mesh.device_ids[0]
+            else:
+                meshes[sym] = (mesh, node.loc)
     if len(meshes) > 1:
         names = ", ".join("@" + m for m in sorted(meshes))
         raise PartitionFailure(
@@ -153,14 +166,46 @@ def _find_mesh(graph: Graph) -> tuple[str, MeshModel, SourceLoc] | None:
             f"partition handles modules with one sdy.mesh; found {names}",
         )
     for name, (mesh, loc) in meshes.items():
-        if not mesh.axes and mesh.device_ids is not None:
-            raise PartitionFailure(
-                loc,
-                f"partition needs a mesh with axes; @{name} has none (a maximal "
-                "mesh, which places whole ops on one device, is not handled yet)",
-            )
-        return name, mesh, loc
+        return name, mesh, loc, maximal
+    if maximal:
+        name = next(iter(maximal))
+        raise PartitionFailure(
+            SourceLoc(graph.source_name, 1, 1),
+            f"partition needs a mesh with axes; the module has only maximal "
+            f"meshes (@{name}: ops placed whole on one device)",
+        )
     return None
+
+
+def _placed_ops(
+    graph: Graph, maximal: Mapping[str, int], mesh_name: str, mesh: MeshModel
+) -> dict[int, int]:
+    """Ops whose every result sharding (or device placement, for an op
+    without results) names a maximal mesh: node id -> the partition (mesh
+    position) of that mesh's device."""
+    if not maximal:
+        return {}
+    order = list(mesh.logical_device_ids)
+    placed: dict[int, int] = {}
+    for node in graph.walk():
+        found = node.attrs.get("sdy.sharding")
+        if not isinstance(found, Opaque):
+            continue
+        shardings = _parse_per_value(found.text)
+        names = {s.mesh_name for s in shardings}
+        if not names or not names <= maximal.keys():
+            continue
+        devices = {maximal[n] for n in names}
+        device = min(devices)
+        if len(devices) > 1 or device not in order:
+            raise PartitionFailure(
+                node.loc,
+                f"{node.op} is placed on device {sorted(devices)} (maximal "
+                f"meshes {sorted(names)}), but the program's mesh @{mesh_name} "
+                f"has device ids {order}; place the op on one of its devices",
+            )
+        placed[node.id] = order.index(device)
+    return placed
 
 
 def _entry_function(graph: Graph) -> Node:
@@ -201,7 +246,7 @@ def partition_module_text(
     found = _find_mesh(graph)
     if found is None:
         return None
-    mesh_name, mesh, mesh_loc = found
+    mesh_name, mesh, mesh_loc, maximal = found
     declared = graph.module_attrs.get("mhlo.num_partitions")
     if isinstance(declared, int) and declared != mesh.size:
         sizes = " x ".join(f"{a.name}={a.size}" for a in mesh.axes)
@@ -213,10 +258,11 @@ def partition_module_text(
         )
     main = _entry_function(graph)
     report = PartitionReport()
-    layouts, unreduced = _read_layouts(graph, mesh_name, mesh)
+    layouts, unreduced = _read_layouts(graph, mesh_name, mesh, maximal)
     ctx = PartitionCtx(
         graph, mesh_name, mesh, layouts, report, HANDLERS, DEFAULT, cost, unreduced
     )
+    ctx.placed = _placed_ops(graph, maximal, mesh_name, mesh)
     _check_divisible(graph, ctx)
     body = main.regions[0][0]
     res_info = _dicts(main.attrs.get("res_attrs"))

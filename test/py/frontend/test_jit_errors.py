@@ -329,21 +329,3 @@ def test_a_bare_spec_without_a_mesh_is_a_runtime_error_as_in_jax() -> None:
         meshjit.jit(lambda x: meshjit.with_sharding_constraint(x, P("x")))(
             jnp.arange(4)
         )
-
-
-@pytest.mark.devices(8)
-def test_io_callback_placed_on_one_device_is_refused_clearly() -> None:
-    """io_callback lowers to an op with a maximal sharding (one device):
-    not partitioned yet, and the error says what it is."""
-    from jax.experimental import io_callback
-
-    mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
-
-    def f(x: jax.Array) -> jax.Array:
-        spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
-        return io_callback(lambda a: np.asarray(a) * 2, spec, x) + 1
-
-    spec_x = jax.sharding.PartitionSpec("x")
-    g = meshjit.jit(f, in_shardings=jax.sharding.NamedSharding(mesh, spec_x))
-    with pytest.raises(NotImplementedError, match="places an op on one device"):
-        g(jnp.arange(16.0))

@@ -1,0 +1,165 @@
+"""Host callbacks and ordered effects (jax.debug.callback/print, io_callback,
+pure_callback) inside meshjit.jit, against jax.jit on 8 CPU devices.
+
+jax places a callback outside shard_map on one device (a maximal sharding);
+meshjit's partitioner runs it there only, on its operands gathered whole, and
+sums a callback's results to every device. Ordered effects thread jax's
+tokens between calls, so callbacks run in program order across calls too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import io_callback
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import meshjit
+
+pytestmark = pytest.mark.devices(8)
+
+MESH = jax.sharding.Mesh(np.array(jax.devices()[:8]), ("x",))
+
+
+def sharded(a: np.ndarray) -> jax.Array:
+    return jax.device_put(a, NamedSharding(MESH, P("x")))
+
+
+def calls_of(jit: Any, fun: Any, *args: Any) -> tuple[list[np.ndarray], Any]:
+    """The values each callback call saw, and the outputs, under `jit`."""
+    seen: list[np.ndarray] = []
+    out = jit(fun(seen))(*args)
+    jax.block_until_ready(out)
+    jax.effects_barrier()
+    return seen, out
+
+
+def test_debug_callback_runs_once_on_the_whole_value() -> None:
+    def make(seen: list[np.ndarray]) -> Any:
+        def f(x: jax.Array) -> jax.Array:
+            jax.debug.callback(lambda v: seen.append(np.asarray(v)), x * 3)
+            return x + 1
+
+        return f
+
+    x = sharded(np.arange(16, dtype=np.float32))
+    ours, out = calls_of(meshjit.jit, make, x)
+    theirs, want = calls_of(jax.jit, make, x)
+    assert len(ours) == len(theirs) == 1
+    np.testing.assert_array_equal(ours[0], theirs[0])
+    np.testing.assert_array_equal(ours[0], np.arange(16) * 3)
+    np.testing.assert_array_equal(out, want)
+    assert out.sharding.spec == P("x")
+
+
+def test_debug_print_of_a_sum() -> None:
+    x = sharded(np.arange(16, dtype=np.float32))
+    seen: list[float] = []
+
+    @meshjit.jit
+    def f(x: jax.Array) -> jax.Array:
+        jax.debug.callback(lambda s: seen.append(float(s)), x.sum())
+        return x * 2
+
+    np.testing.assert_array_equal(f(x), np.arange(16) * 2)
+    jax.effects_barrier()
+    assert seen == [120.0]
+
+
+def test_ordered_io_callbacks_keep_program_order_across_calls() -> None:
+    def make(seen: list[np.ndarray]) -> Any:
+        def f(x: jax.Array) -> jax.Array:
+            io_callback(lambda v: seen.append(np.asarray(v)), None, x, ordered=True)
+            io_callback(
+                lambda v: seen.append(np.asarray(v)), None, x * 10, ordered=True
+            )
+            return x + 1
+
+        return f
+
+    x = sharded(np.arange(16, dtype=np.float32))
+    seen: list[np.ndarray] = []
+    f = meshjit.jit(make(seen))
+    for _ in range(2):  # the second call runs the program again, tokens threaded
+        out = f(x)
+    jax.effects_barrier()
+    assert [float(s[1]) for s in seen] == [1.0, 10.0, 1.0, 10.0]
+    np.testing.assert_array_equal(seen[1], np.arange(16) * 10)
+    np.testing.assert_array_equal(out, np.arange(16) + 1)
+
+
+def test_io_callback_result_reaches_every_device() -> None:
+    def make(seen: list[np.ndarray]) -> Any:
+        def f(x: jax.Array) -> jax.Array:
+            y = io_callback(
+                lambda v: np.asarray(v) * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), x
+            )
+            return (y + x).sum(), y > 10
+
+        return f
+
+    x = sharded(np.arange(16, dtype=np.float32))
+    _, (total, big) = calls_of(meshjit.jit, make, x)
+    _, (want_total, want_big) = calls_of(jax.jit, make, x)
+    assert float(total) == float(want_total) == 3 * 120
+    np.testing.assert_array_equal(big, want_big)  # a boolean result too
+
+
+def test_io_callback_with_in_shardings_on_an_auto_mesh() -> None:
+    """The arguments' Auto mesh would be in their avals, where jax refuses
+    callbacks (they need devices at lowering): traced without it."""
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+
+    def f(x: jax.Array) -> jax.Array:
+        spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
+        return io_callback(lambda a: np.asarray(a) * 2, spec, x) + 1
+
+    g = meshjit.jit(f, in_shardings=NamedSharding(mesh, P("x")))
+    np.testing.assert_array_equal(g(jnp.arange(16.0)), np.arange(16.0) * 2 + 1)
+
+
+def test_pure_callback() -> None:
+    def f(x: jax.Array) -> jax.Array:
+        y = jax.pure_callback(
+            lambda v: np.sin(np.asarray(v)), jax.ShapeDtypeStruct(x.shape, x.dtype), x
+        )
+        return y * x
+
+    x = sharded(np.linspace(0, 1, 16, dtype=np.float32))
+    np.testing.assert_allclose(meshjit.jit(f)(x), jax.jit(f)(x), rtol=1e-6)
+
+
+def test_ordered_io_callback_inside_shard_map_runs_per_device() -> None:
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:4]), ("i",))
+
+    def make(seen: list[np.ndarray]) -> Any:
+        def body(x: jax.Array, y: jax.Array) -> jax.Array:
+            io_callback(lambda v: seen.append(np.asarray(v)), (), x, ordered=True)
+            return x + y[..., jnp.newaxis]
+
+        return jax.shard_map(
+            body, mesh=mesh, in_specs=(P(None, "i"), P(None)), out_specs=P(None, "i")
+        )
+
+    x, y = jnp.zeros((2, 16)), jnp.ones(2)
+    ours, out = calls_of(meshjit.jit, make, x, y)
+    theirs, want = calls_of(jax.jit, make, x, y)
+    assert len(ours) == len(theirs) == 4
+    assert all(s.shape == (2, 4) for s in ours)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_closed_over_mutable_array_is_refused_clearly() -> None:
+    ref = jax.new_ref(jnp.arange(2.0))
+
+    @meshjit.jit
+    def f() -> jax.Array:
+        return jnp.arange(8.0) + ref[...][0]
+
+    with pytest.raises(NotImplementedError, match=r"mutable array \(jax.new_ref\)"):
+        f()
