@@ -323,7 +323,7 @@ class JitFunction:
             if auto is not None and self._on_mesh_of(value):
                 leaf = dataclasses.replace(leaf, auto_mesh=auto)
             leaves.append(leaf)
-            flat.append(value)
+            flat.append(value._buf if leaf.token else value)  # a token's buffer
         committed = tuple(_committed(v) for v in flat)
         donated = tuple(form.entries[path[0].idx].donated for path, _ in flat_paths)
         mesh = context_mesh()

@@ -1072,7 +1072,7 @@ class Compiled(_Stage):
         flat, tree = jax.tree_util.tree_flatten(outs)
         if self._keys or any(0 in getattr(o, "shape", ()) for o in flat):
             return None  # typed PRNG keys: unwrapped and wrapped in Python
-        if inputs.traced.effects is not None:
+        if inputs.traced.effects is not None or inputs.traced.token_outputs:
             return None  # tokens and callbacks are threaded in Python
         kept = set(inputs.traced.kept)
         return bridge.fastpath_data(
@@ -1118,6 +1118,8 @@ class Compiled(_Stage):
                 bridge.wrap_key_data(o, leaf.dtype) if leaf.key_shape else o
                 for o, leaf in zip(outs, inputs.traced.outputs, strict=True)
             ]
+        for i in inputs.traced.token_outputs:
+            outs[i] = bridge.token_of([outs[i]])
         return jax.tree_util.tree_unflatten(inputs.traced.out_tree, outs)
 
     def _place(self, v: Any, leaf: LeafInfo, target: Any) -> jax.Array:

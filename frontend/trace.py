@@ -52,10 +52,20 @@ class LeafInfo:
     # puts in the argument's aval (`x.aval.sharding.mesh` inside the
     # function; the spec names no axis).
     auto_mesh: Any = None
+    # A `jax.core.Token`: passed as its buffer (bool[0], as jax passes it)
+    # and made a token again inside the function.
+    token: bool = False
 
     def aval_key(self) -> tuple[Any, ...]:
         typed = None if self.sharding is None else typed_key(self.sharding)
-        return (self.shape, self.dtype.name, self.weak_type, typed, self.auto_mesh)
+        return (
+            self.shape,
+            self.dtype.name,
+            self.weak_type,
+            typed,
+            self.auto_mesh,
+            self.token,
+        )
 
     def sds(self) -> jax.ShapeDtypeStruct:
         sharding = self.sharding
@@ -143,6 +153,8 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
             bool(x.weak_type),
             typed_sharding(x.sharding),
         )
+    if bridge.is_token(x):
+        return LeafInfo(path, (0,), np.dtype(np.bool_), token=True)
     if isinstance(x, (jax.Array, np.ndarray, *_SCALARS)):
         aval = jax.typeof(x)
         typed = None
@@ -160,6 +172,11 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
         "not an array; a non-array argument must be marked static with "
         "static_argnums or static_argnames"
     )
+
+
+def _is_token_value(x: object) -> bool:
+    """A token inside a trace (its aval is jax's abstract token)."""
+    return getattr(x, "aval", None) is bridge.abstract_token() or bridge.is_token(x)
 
 
 def auto_mesh_of(x: object) -> Any:
@@ -224,6 +241,8 @@ class TracedModule:
     # Host callbacks and ordered effects (jax.debug.print, io_callback):
     # what compiling and running the program needs; None without any.
     effects: bridge.Effects | None = None
+    # Output leaves that are tokens (returned as bool[0] buffers).
+    token_outputs: tuple[int, ...] = ()
 
     @property
     def out_info(self) -> Any:
@@ -287,10 +306,32 @@ def trace_function(
     """Traces `fun` on abstract leaves with JAX and lowers it without shardings
     (`context`: the mesh context it is called under)."""
 
+    tokens = [leaf.token for leaf in leaves]
+    token_outputs: list[int] = []
+
     def flat(*values: object) -> Any:
+        if any(tokens):  # a token argument arrives as its buffer
+            values = tuple(
+                jax.lax.create_token() if t else v
+                for v, t in zip(values, tokens, strict=True)
+            )
         dynamic = jax.tree_util.tree_unflatten(dyn_tree, values)
         pos, kw = form.rebuild(dynamic)
-        return fun(*pos, **kw)
+        out = fun(*pos, **kw)
+        leaves_out, tree = jax.tree_util.tree_flatten(out)
+        found = [i for i, o in enumerate(leaves_out) if _is_token_value(o)]
+        if not found:
+            return out
+        # a token result leaves as a buffer (bool[0]) and is a token again
+        # when the call returns
+        token_outputs[:] = found
+        return jax.tree_util.tree_unflatten(
+            tree,
+            [
+                jax.numpy.zeros((0,), bool) if i in found else o
+                for i, o in enumerate(leaves_out)
+            ],
+        )
 
     flat.__name__ = fun_name
     flat.__qualname__ = fun_name
@@ -351,6 +392,7 @@ def trace_function(
             for a in traced.jaxpr.out_avals
         ),
         bridge.lowering_effects(lowered),
+        tuple(token_outputs),
     )
 
 

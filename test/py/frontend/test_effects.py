@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import io_callback
+from jax.extend.core import Token
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -163,3 +164,22 @@ def test_closed_over_mutable_array_is_refused_clearly() -> None:
 
     with pytest.raises(NotImplementedError, match=r"mutable array \(jax.new_ref\)"):
         f()
+
+
+def test_token_arguments_and_results() -> None:
+    """A `Token` argument is passed as its buffer and a token result comes
+    back as a `Token`, as under jax.jit (on one device and on eight)."""
+    token = jax.lax.create_token(None)
+    x = jax.device_put(jnp.arange(8), jax.devices()[0])
+    out, tok = meshjit.jit(lambda x, t: (x, t))(x, token)
+    np.testing.assert_array_equal(out, np.arange(8))
+    assert isinstance(tok, Token)
+    tok.block_until_ready()
+
+    f = meshjit.jit(lambda x, t: (x * 2, {"t": t}))
+    y = sharded(np.arange(16, dtype=np.float32))
+    for _ in range(2):  # the second call takes the same path
+        out, tree = f(y, token)
+    assert isinstance(tree["t"], Token)
+    np.testing.assert_array_equal(out, np.arange(16) * 2)
+    assert out.sharding.spec == P("x")
