@@ -455,13 +455,15 @@ def fastpath_data(
     from jaxlib import xla_client as xc
 
     flat, tree = pxla.reflatten_outputs_for_dispatch(out_tree, out_flat)
-    if not all(type(x) is xc.ArrayImpl for x in flat):
+    if not all(type(x) is xc.ArrayImpl for x in flat) or len(flat) != len(out_flat):
         return None
     return pxla.MeshExecutableFastpathData(
         loaded_executable,
         tree,
         list(in_shardings),
-        [x.sharding for x in flat],
+        # as jax: the outputs' own shardings (a typed key array's, not its
+        # key data's), which later calls' outputs carry
+        [x.sharding for x in out_flat],
         [x.aval for x in flat],
         [x._committed for x in flat],
         list(kept),
@@ -471,6 +473,14 @@ def fastpath_data(
 
 
 # --- typed PRNG keys ---------------------------------------------------------------
+
+
+def physical_sharding(shape: tuple[int, ...], dtype: Any, sharding: Any) -> Any:
+    """The sharding of a typed key array's key data (its trailing dims
+    whole), as jax's C++ dispatch compares argument buffers with."""
+    from jax._src import core, sharding_impls
+
+    return sharding_impls.physical_sharding(core.ShapedArray(shape, dtype), sharding)
 
 
 def wrap_key_data(data: Any, dtype: Any) -> Any:

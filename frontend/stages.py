@@ -1070,8 +1070,8 @@ class Compiled(_Stage):
         Python path (zero-size outputs, which `_assemble` rebuilds)."""
         inputs = self._lowered.inputs
         flat, tree = jax.tree_util.tree_flatten(outs)
-        if self._keys or any(0 in getattr(o, "shape", ()) for o in flat):
-            return None  # typed PRNG keys: unwrapped and wrapped in Python
+        if any(0 in getattr(o, "shape", ()) for o in flat):
+            return None  # zero-size outputs: rebuilt in Python
         if inputs.traced.effects is not None or inputs.traced.token_outputs:
             return None  # tokens and callbacks are threaded in Python
         kept = set(inputs.traced.kept)
@@ -1080,7 +1080,14 @@ class Compiled(_Stage):
             tree,
             flat,
             [i in kept for i in range(len(inputs.leaves))],
-            [self._targets[k] for k in inputs.traced.kept],
+            [
+                bridge.physical_sharding(
+                    inputs.leaves[k].shape, inputs.leaves[k].dtype, self._targets[k]
+                )
+                if inputs.leaves[k].key_shape
+                else self._targets[k]
+                for k in inputs.traced.kept
+            ],
         )
 
     def run_leaves(self, flat: Sequence[Any]) -> Any:
