@@ -277,10 +277,25 @@ def lowering_effects(lowered: Any) -> Effects | None:
     return Effects(ordered, unordered, callbacks, args.get("keepalive"))
 
 
-def mutable_arrays(lowered: Any) -> bool:
-    """Whether jax's lowering passes mutable arrays (`jax.new_ref`) the
-    function closes over as extra arguments and results."""
-    return lowered._lowering.compile_args.get("mut") is not None
+def mutable_arrays(lowered: Any) -> tuple[tuple[Any, ...], tuple[int | None, ...]]:
+    """The mutable arrays (`jax.new_ref`) the function closes over, which
+    jax's lowering passes as @main's last arguments, and for each @main
+    result None or the index, among the kept arguments and then those
+    arrays, of the argument whose array takes the result's value."""
+    mut = lowered._lowering.compile_args.get("mut")
+    if mut is None:
+        return (), ()
+    return tuple(mut.in_mut), tuple(mut.out_mut)
+
+
+def ref_value(ref: Any) -> Any:
+    """The jax.Array a mutable array holds now."""
+    return ref._refs._buf
+
+
+def set_ref_value(ref: Any, value: Any) -> None:
+    """Makes a mutable array hold `value` (as jax writes its results back)."""
+    ref._refs._buf._replace_with(value)
 
 
 def token_buffer(devices: tuple[Any, ...]) -> Any:

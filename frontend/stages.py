@@ -35,6 +35,7 @@ from meshjit.frontend.args import CallForm, describe_aval
 from meshjit.frontend.dispatch import Dispatcher
 from meshjit.frontend.resolve import Placement
 from meshjit.frontend.sharding import NamedSharding
+from meshjit.frontend.sharding import PartitionSpec as MeshjitP
 from meshjit.frontend.trace import (
     LeafInfo,
     TracedModule,
@@ -199,6 +200,21 @@ class Traced(_Stage):
         return Lowered(self._inputs)
 
 
+def ref_sharding(inputs: LoweringInputs, ref: Any) -> NamedSharding:
+    """Where a mutable array the function closes over is passed: as it is laid
+    out, when that is on the program's mesh, else replicated on it."""
+    mesh = inputs.placement.mesh
+    value = bridge.ref_value(ref).sharding
+    if (
+        isinstance(value, jax.sharding.NamedSharding)
+        and isinstance(value.mesh, jax.sharding.Mesh)
+        and value.mesh.axis_names == mesh.axis_names
+        and tuple(value.mesh.devices.flat) == tuple(mesh.flat_devices)
+    ):
+        return NamedSharding(mesh, MeshjitP.from_jax(value.spec))
+    return NamedSharding(mesh, MeshjitP())
+
+
 def _tokens(inputs: LoweringInputs) -> int:
     """How many ordered-effect tokens lead @main's arguments and results."""
     effects = inputs.traced.effects
@@ -264,6 +280,17 @@ class Lowered(_Stage):
         results = [
             None if s is None else s.tensor_sharding(o.physical_ndim, inputs.mesh_name)
             for s, o in zip(p.outputs, inputs.traced.outputs, strict=True)
+        ]
+        # Mutable arrays the function closes over follow the arguments, and
+        # their new values the results, each laid out as the array is now.
+        refs = [ref_sharding(inputs, r) for r in inputs.traced.refs]
+        args += [
+            s.tensor_sharding(r.ndim, inputs.mesh_name)
+            for s, r in zip(refs, inputs.traced.refs, strict=True)
+        ]
+        results += [
+            refs[i].tensor_sharding(inputs.traced.refs[i].ndim, inputs.mesh_name)
+            for i in inputs.traced.written
         ]
         # Ordered effects' tokens lead @main's arguments and results.
         tokens: list[TensorSharding | None] = [None] * _tokens(inputs)
@@ -788,8 +815,9 @@ class Compiled(_Stage):
         )
         out_meshes = traced.out_meshes or (None,) * len(traced.outputs)
         spelled = []
+        n = len(traced.outputs)  # then the new values of mutable arrays
         for built, asked, leaf, out_mesh in zip(
-            executable.out_shardings,
+            executable.out_shardings[:n],
             placement.outputs,
             traced.outputs,
             out_meshes,
@@ -870,7 +898,7 @@ class Compiled(_Stage):
                     chosen.mesh, jax.P(*parts), memory_kind=chosen.memory_kind
                 )
             spelled.append(chosen)
-        executable.out_shardings = tuple(spelled)
+        executable.out_shardings = (*spelled, *executable.out_shardings[n:])
 
     # -- inspection ------------------------------------------------------------
 
@@ -954,7 +982,8 @@ class Compiled(_Stage):
     @property
     def output_shardings(self) -> Any:
         """The outputs' shardings as propagated (or as out_shardings asked)."""
-        shardings = [self._jax_out(s) for s in self._spmd.executable.out_shardings]
+        n = len(self._lowered.inputs.traced.outputs)
+        shardings = [self._jax_out(s) for s in self._spmd.executable.out_shardings[:n]]
         return jax.tree_util.tree_unflatten(
             self._lowered.inputs.traced.out_tree, shardings
         )
@@ -963,7 +992,8 @@ class Compiled(_Stage):
     def out_info(self) -> Any:
         """The outputs' ShapeDtypeStructs with their shardings."""
         traced = self._lowered.inputs.traced
-        shardings = [self._jax_out(s) for s in self._spmd.executable.out_shardings]
+        n = len(self._lowered.inputs.traced.outputs)
+        shardings = [self._jax_out(s) for s in self._spmd.executable.out_shardings[:n]]
         infos = [
             jax.ShapeDtypeStruct(o.shape, o.dtype, sharding=s, weak_type=o.weak_type)
             for o, s in zip(traced.outputs, shardings, strict=True)
@@ -1072,8 +1102,9 @@ class Compiled(_Stage):
         flat, tree = jax.tree_util.tree_flatten(outs)
         if any(0 in getattr(o, "shape", ()) for o in flat):
             return None  # zero-size outputs: rebuilt in Python
-        if inputs.traced.effects is not None or inputs.traced.token_outputs:
-            return None  # tokens and callbacks are threaded in Python
+        traced = inputs.traced
+        if traced.effects is not None or traced.token_outputs or traced.refs:
+            return None  # tokens, callbacks and mutable arrays: in Python
         kept = set(inputs.traced.kept)
         return bridge.fastpath_data(
             self._spmd.executable.executable,
@@ -1111,7 +1142,19 @@ class Compiled(_Stage):
                     f"`{other}` and as `{inputs.leaves[k].path}`; a donated buffer "
                     "can be used once per call: pass a copy"
                 )
+        refs = inputs.traced.refs
+        for ref in refs:
+            value = bridge.ref_value(ref)
+            target = ref_sharding(inputs, ref).to_jax()
+            placed.append(
+                value if value.sharding == target else jax.device_put(value, target)
+            )
         outs = self._spmd.executable(*placed)
+        if refs:  # the mutable arrays' new values, written back as jax does
+            n = len(inputs.traced.outputs)
+            for i, value in zip(inputs.traced.written, outs[n:], strict=True):
+                bridge.set_ref_value(refs[i], value)
+            outs = outs[:n]
         if self._single is not None:
             committed = not inputs.placement.uncommitted
             outs = [

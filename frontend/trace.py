@@ -243,6 +243,11 @@ class TracedModule:
     effects: bridge.Effects | None = None
     # Output leaves that are tokens (returned as bool[0] buffers).
     token_outputs: tuple[int, ...] = ()
+    # Mutable arrays (jax.new_ref) the function closes over: @main's last
+    # arguments; after the outputs, @main returns a new value for
+    # `refs[written[i]]` (jax writes them back after the call).
+    refs: tuple[Any, ...] = ()
+    written: tuple[int, ...] = ()
 
     @property
     def out_info(self) -> Any:
@@ -373,11 +378,16 @@ def trace_function(
         )
     )
     kept = tuple(sorted(bridge.kept_argument_indices(lowered)))
-    if bridge.mutable_arrays(lowered):
+    refs, out_mut = bridge.mutable_arrays(lowered)
+    written = tuple(i - len(kept) for i in out_mut if i is not None)
+    if refs and (
+        any(i is not None for i in out_mut[: len(outputs)])
+        or len(written) != len(out_mut) - len(outputs)
+    ):
         raise NotImplementedError(
-            f"{fun_name} reads or writes a mutable array (jax.new_ref) it closes "
-            "over: meshjit does not pass mutable arrays into its programs yet; "
-            "pass the array as an argument and return its new value"
+            f"{fun_name}: jax's lowering interleaves the values of the mutable "
+            "arrays it closes over with the function's results; meshjit expects "
+            "them after the results"
         )
     return TracedModule(
         str(lowered.as_text(debug_info=True)),
@@ -393,6 +403,8 @@ def trace_function(
         ),
         bridge.lowering_effects(lowered),
         tuple(token_outputs),
+        refs,
+        written,
     )
 
 
