@@ -392,3 +392,46 @@ def _check_sub_axis(axis: AxisRef, full: int, what: str) -> None:
             f"sub-axis must be smaller than the whole axis; use "
             f"{_quote(axis.name)} itself or a smaller sub-axis"
         )
+
+
+def view_axes(
+    view: MeshModel, base: MeshModel
+) -> dict[str, tuple[AxisRef, ...]] | None:
+    """`view` as another spelling of `base`'s devices (jax's
+    `use_abstract_mesh(mesh.update(axis_sizes=..., axis_names=...))` inside a
+    function): each view axis as the `base` axes or sub-axes it covers, major
+    to minor (a size-1 axis covers none). Both meshes lay the same device ids
+    out row-major, so a view axis is a run of the mixed-radix digits of a
+    device's position. None when `view` is not such a spelling (other
+    devices, or an axis that straddles base axes unevenly)."""
+    if view.size != base.size or view.logical_device_ids != base.logical_device_ids:
+        return None
+
+    def spans(mesh: MeshModel) -> list[tuple[MeshAxis, int]]:
+        out, stride = [], mesh.size
+        for axis in mesh.axes:
+            stride //= axis.size
+            out.append((axis, stride))
+        return out
+
+    found: dict[str, tuple[AxisRef, ...]] = {}
+    for axis, stride in spans(view):
+        lo, hi = stride, stride * axis.size
+        refs: list[AxisRef] = []
+        for b, b_stride in spans(base):
+            b_lo, b_hi = b_stride, b_stride * b.size
+            low, high = max(lo, b_lo), min(hi, b_hi)
+            if low >= high:
+                continue
+            if low % b_lo or b_hi % high or high % low:
+                return None
+            size = high // low
+            refs.append(
+                AxisRef(b.name)
+                if size == b.size
+                else AxisRef(b.name, pre_size=b_hi // high, size=size)
+            )
+        if math.prod(r.size or base.axis_size(r.name) for r in refs) != axis.size:
+            return None
+        found[axis.name] = tuple(refs)
+    return found

@@ -915,6 +915,26 @@ def _on_abstract_mesh(spec: object) -> bool:
     )
 
 
+def _on_renamed_mesh(spec: object, value: object) -> object:
+    """A bare PartitionSpec inside a trace, under `use_abstract_mesh` of a
+    mesh with other axes than the mesh context's (the same devices renamed or
+    resized, `mesh.abstract_mesh.update(...)`): on that abstract mesh, as jax
+    resolves it."""
+    if not isinstance(value, jax.core.Tracer):
+        return spec
+    if isinstance(spec, PartitionSpec):
+        jspec = spec.to_jax()
+    elif isinstance(spec, jax.sharding.PartitionSpec):
+        jspec = spec
+    else:
+        return spec
+    abstract = bridge.abstract_mesh_context()
+    mesh = context_mesh()
+    if abstract is None or mesh is None or abstract.axis_names == mesh.axis_names:
+        return spec
+    return jax.sharding.NamedSharding(abstract, jspec)
+
+
 def _abstract_constraint(value: Any, spec: Any, path: str) -> Any:
     """A constraint on an AbstractMesh (axis names and sizes, no devices), as
     jax allows: inside a trace it constrains the value on whichever mesh the
@@ -985,6 +1005,7 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
         out = []
         for (path, value), spec in zip(flat, specs, strict=True):
             name = "x" + jax.tree_util.keystr(path)
+            spec = _on_renamed_mesh(spec, value)
             if _on_abstract_mesh(spec):
                 out.append(_abstract_constraint(value, spec, name))
                 continue

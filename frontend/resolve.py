@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from meshjit.compiler.bridge import IndivisibleShardingError
-from meshjit.dialects.sharding import MeshModel
+from meshjit.dialects.sharding import MeshModel, view_axes
 from meshjit.errors import IndivisibleDimError, MissingMeshError, ShardingError
 from meshjit.frontend.args import UNSPECIFIED
 from meshjit.frontend.mesh import Mesh, current_mesh
@@ -329,9 +329,15 @@ def resolve(
                 f"{mesh} (device ids {mesh.describe_devices()}); use one mesh for "
                 "AUTO and the other shardings"
             )
-    if req.traced_mesh is not None and (
-        req.traced_mesh.axis_names != mesh.axis_names
-        or req.traced_mesh.shape != tuple(mesh.axis_sizes)
+    if (
+        req.traced_mesh is not None
+        and (
+            req.traced_mesh.axis_names != mesh.axis_names
+            or req.traced_mesh.shape != tuple(mesh.axis_sizes)
+        )
+        # the same devices renamed or resized (`use_abstract_mesh` inside
+        # the function): its shardings are spelled on the mesh
+        and view_axes(req.traced_mesh, mesh.to_model()) is None
     ):
         raise ShardingError(
             f"{req.api}: with_sharding_constraint inside the function uses the mesh "

@@ -29,7 +29,7 @@ from meshjit.compiler.ir import ir, make_context, parse_module, print_module
 from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipeline
 from meshjit.compiler.spmd import Compiled as SpmdCompiled
 from meshjit.compiler.spmd import compile_parsed, load_compiled
-from meshjit.dialects.sharding import TensorSharding
+from meshjit.dialects.sharding import MeshModel, TensorSharding, view_axes
 from meshjit.errors import DeletedArgumentError, JitArgumentError, ShardingError
 from meshjit.frontend.args import CallForm, describe_aval
 from meshjit.frontend.dispatch import Dispatcher
@@ -198,6 +198,68 @@ class Traced(_Stage):
         if lowering_platforms is None:
             require_devices(self._inputs)
         return Lowered(self._inputs)
+
+
+def _view_mesh(mesh: jax.sharding.Mesh, abstract: Any) -> jax.sharding.Mesh | None:
+    """`mesh`'s devices, row-major, on `abstract`'s axes (a mesh a function
+    switches to with `use_abstract_mesh(mesh.update(...))`), or None when
+    `abstract` is `mesh`'s own or another size."""
+    if not isinstance(abstract, jax.sharding.AbstractMesh):
+        return None
+    if abstract.axis_names == mesh.axis_names or abstract.size != mesh.size:
+        return None
+    devices = np.array(list(mesh.devices.flat), dtype=object)
+    return jax.sharding.Mesh(
+        devices.reshape(abstract.axis_sizes),
+        abstract.axis_names,
+        axis_types=abstract.axis_types,
+    )
+
+
+def _on_view(
+    sharding: jax.sharding.NamedSharding, abstract: Any
+) -> jax.sharding.NamedSharding | None:
+    """`sharding` spelled on the view `abstract` of its mesh's devices (each
+    dim's axes as the view axes that cover them), or None where no view axis
+    covers them exactly."""
+    if not isinstance(sharding.mesh, jax.sharding.Mesh):
+        return None
+    view = _view_mesh(sharding.mesh, abstract)
+    if view is None:
+        return None
+    base = MeshModel.of(
+        *zip(sharding.mesh.axis_names, sharding.mesh.axis_sizes, strict=True)
+    )
+    model = MeshModel.of(*zip(view.axis_names, view.axis_sizes, strict=True))
+    covers = view_axes(model, base)
+    if covers is None:
+        return None
+    spec: list[Any] = []
+    for entry in sharding.spec:
+        names = (
+            [] if entry is None else [entry] if isinstance(entry, str) else list(entry)
+        )
+        picked: list[str] = []
+        at = 0
+        for axis, refs in covers.items():
+            if not refs:
+                continue
+            run = [r.name for r in refs if r.size is None]
+            if len(run) != len(refs):
+                continue
+            if names[at : at + len(run)] == run:
+                picked.append(axis)
+                at += len(run)
+        if at != len(names):
+            return None
+        spec.append(
+            None if not picked else picked[0] if len(picked) == 1 else tuple(picked)
+        )
+    while spec and spec[-1] is None:
+        spec.pop()
+    return jax.sharding.NamedSharding(
+        view, jax.P(*spec), memory_kind=sharding.memory_kind
+    )
 
 
 def ref_sharding(inputs: LoweringInputs, ref: Any) -> NamedSharding:
@@ -839,7 +901,10 @@ class Compiled(_Stage):
             if asked is not None:
                 want = asked.to_jax()
             elif leaf.sharding is not None:  # the spec in the output's type
-                want = jax.sharding.NamedSharding(user_mesh, leaf.sharding.spec)
+                view = _view_mesh(user_mesh, leaf.sharding.mesh)
+                want = jax.sharding.NamedSharding(
+                    view if view is not None else user_mesh, leaf.sharding.spec
+                )
             elif (
                 first is not None
                 and first[1] == leaf.ndim == ndim
@@ -888,6 +953,14 @@ class Compiled(_Stage):
                     chosen.spec,
                     memory_kind=chosen.memory_kind,
                 )
+            if (
+                isinstance(chosen, jax.sharding.NamedSharding)
+                and isinstance(out_mesh, jax.sharding.AbstractMesh)
+                and out_mesh.axis_names != chosen.mesh.axis_names
+            ):
+                # Returned from a `use_abstract_mesh` block that renames or
+                # resizes the mesh's axes over the same devices: spelled on it.
+                chosen = _on_view(chosen, out_mesh) or chosen
             if leaf.key_shape and isinstance(chosen, jax.sharding.NamedSharding):
                 # A typed key's data: the key's spec and a None per key dim,
                 # as jax spells `key_data(out).sharding`.

@@ -26,7 +26,7 @@ from meshjit.compiler import bridge
 from meshjit.compiler.graph import AttrPlan, Opaque, read_graph, read_interface
 from meshjit.compiler.ir import ir, make_context, parse_module, print_module
 from meshjit.dialects import sdy_text
-from meshjit.dialects.sharding import MeshModel, TensorSharding
+from meshjit.dialects.sharding import AxisRef, MeshModel, TensorSharding, view_axes
 from meshjit.errors import JitArgumentError, ShardingError
 from meshjit.frontend.args import CallForm, describe_aval, is_key_dtype
 from meshjit.frontend.mesh import Mesh
@@ -390,7 +390,7 @@ def trace_function(
             "them after the results"
         )
     return TracedModule(
-        str(lowered.as_text(debug_info=True)),
+        merge_mesh_views(str(lowered.as_text(debug_info=True))),
         fun_name,
         out_tree,
         outputs,
@@ -435,6 +435,99 @@ def traced_mesh(text: str) -> tuple[str, MeshModel] | None:
     return found[0] if found else None
 
 
+_MESH_OP = re.compile(r"^\s*sdy\.mesh @([\w$.]+) = (<[^>]*>)", re.MULTILINE)
+
+
+def merge_mesh_views(text: str) -> str:
+    """A module whose function changes mesh names or sizes over the same
+    devices (`use_abstract_mesh(mesh.update(...))` inside it; jax writes the
+    second mesh as `@mesh_0`), with every sharding on such a view spelled on
+    the first mesh instead: one mesh, as meshjit partitions. Views that are
+    not the same devices in the same order stay, and are reported as
+    several meshes."""
+    if len(_MESH_DEF.findall(text)) < 2:
+        return text
+    meshes = [
+        (name, sdy_text.parse_mesh(body)) for name, body in _MESH_OP.findall(text)
+    ]
+    meshes = [(n, m) for n, m in meshes if m.axes]
+    base_name, base = meshes[0]
+    return respell_views(text, base_name, base)
+
+
+def respell_views(text: str, base_name: str, base: MeshModel) -> str:
+    """Every sharding on a mesh of the module that is a view of `base` (the
+    same devices in the same order, other axis names or sizes) spelled on
+    `@base_name`, with `base`'s axes or sub-axes; those meshes' definitions
+    dropped."""
+    views: dict[str, dict[str, tuple[AxisRef, ...]]] = {}
+    for name, body in _MESH_OP.findall(text):
+        mesh = sdy_text.parse_mesh(body)
+        if not mesh.axes or mesh == base:
+            continue
+        found = view_axes(mesh, base)
+        if found is not None:
+            views[name] = found
+    if not views:
+        return text
+    names = "|".join(re.escape(n) for n in views)
+    pattern = re.compile(r"<@(" + names + r"), [^>]*>")
+
+    def move(
+        axes: dict[str, tuple[AxisRef, ...]], refs: tuple[AxisRef, ...]
+    ) -> tuple[AxisRef, ...]:
+        out: list[AxisRef] = []
+        for b in (b for r in refs for b in axes[r.name]):
+            last = out[-1] if out else None
+            if (
+                last is not None
+                and last.name == b.name
+                and last.size is not None
+                and b.size is not None
+                and last.pre_size * last.size == b.pre_size
+            ):  # adjacent sub-axes of one axis: one (sub-)axis
+                size = last.size * b.size
+                whole = last.pre_size == 1 and size == base.axis_size(b.name)
+                out[-1] = (
+                    AxisRef(b.name)
+                    if whole
+                    else AxisRef(b.name, pre_size=last.pre_size, size=size)
+                )
+            else:
+                out.append(b)
+        return tuple(out)
+
+    def respell(match: re.Match[str]) -> str:
+        sharding = sdy_text.parse_sharding(match.group(0))
+        axes = views[sharding.mesh_name]
+        moved = TensorSharding(
+            base_name,
+            tuple(
+                dataclasses.replace(d, axes=move(axes, d.axes)) for d in sharding.dims
+            ),
+            move(axes, sharding.replicated),
+            move(axes, sharding.unreduced),
+        )
+        return sdy_text.print_sharding_body(moved)
+
+    text = pattern.sub(respell, text)
+    # The views' definitions go; `base` is defined where the first was,
+    # unless the module defines it already.
+    defined = base_name not in views and any(
+        n == base_name for n, _ in _MESH_OP.findall(text)
+    )
+    keep = [not defined]
+
+    def drop(match: re.Match[str]) -> str:
+        if keep[0]:
+            keep[0] = False
+            return "  " + sdy_text.print_mesh_op(base_name, base) + "\n"
+        return ""
+
+    views_def = re.compile(r"^[ \t]*sdy\.mesh @(?:" + names + r") = .*\n", re.MULTILINE)
+    return views_def.sub(drop, text)
+
+
 def _main(module: ir.Module) -> Any:
     for op in module.body.operations:
         if op.operation.name != "func.func":
@@ -466,7 +559,10 @@ def attach_shardings(
     args: Sequence[TensorSharding | None],
     results: Sequence[TensorSharding | None],
 ) -> str:
-    """The module with `sdy.mesh @mesh_name` and `sdy.sharding` on @main."""
+    """The module with `sdy.mesh @mesh_name` and `sdy.sharding` on @main.
+    Shardings on a view of `mesh` (its devices renamed or resized) are
+    spelled on it."""
+    text = respell_views(text, mesh_name, mesh)
     ctx = make_context()
     module = parse_module(text, ctx)
     axis_less: list[str] = []  # names that become @mesh_name
