@@ -71,11 +71,70 @@ class ImportShardingsPass(ModulePass):
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         graph = read_graph(module, diags.source_name)
+        if _has_inline_mesh(graph):
+            _lift_inline_meshes(module, graph, diags.source_name)
+            graph = read_graph(module, diags.source_name)
         if _gspmd_sites(graph):
             if not _convert_gspmd(module, graph, diags):
                 return
             graph = read_graph(module, diags.source_name)
         build_problem(graph, diags)
+
+
+# A mesh written inside a sharding: `#sdy.sharding<mesh<["a"=2]>, [...]>`.
+_INLINE_MESH = re.compile(r"<(mesh<\[[^\]]*\](?:, device_ids=\[[^\]]*\])?>),")
+
+
+def _has_opaque(value: object, needle: str) -> bool:
+    if isinstance(value, Opaque):
+        return needle in value.text
+    if isinstance(value, tuple):
+        return any(_has_opaque(v, needle) for v in value)
+    if isinstance(value, Mapping):
+        return any(_has_opaque(v, needle) for v in value.values())
+    return False
+
+
+def _has_inline_mesh(graph: Graph) -> bool:
+    return any(
+        _has_opaque(v, "<mesh<") for node in graph.nodes for v in node.attrs.values()
+    )
+
+
+def _lift_inline_meshes(module: ir.Module, graph: Graph, source_name: str) -> None:
+    """Shardings that write their mesh inline name a module-level `sdy.mesh`
+    instead, as Shardy's import does: one with the same definition where the
+    module has it, else a new one (`@mesh`, or `@mesh_N` where that is
+    taken)."""
+    defined: dict[MeshModel, str] = {}
+    taken: set[str] = set()
+    for node in graph.walk():
+        sym, body = node.attrs.get("sym_name"), node.attrs.get("mesh")
+        if node.op == "sdy.mesh" and isinstance(sym, str) and isinstance(body, Opaque):
+            defined.setdefault(parse_mesh(body.text), sym)
+            taken.add(sym)
+    text = print_module(module, debug_info=True)
+    added: list[str] = []
+
+    def name_of(match: re.Match[str]) -> str:
+        mesh = parse_mesh(match.group(1)[len("mesh") :])
+        name = defined.get(mesh)
+        if name is None:
+            name, n = _MESH_NAME, 0
+            while name in taken:
+                name, n = f"{_MESH_NAME}_{n}", n + 1
+            defined[mesh] = name
+            taken.add(name)
+            added.append("  " + print_mesh_op(name, mesh))
+        return f"<@{name},"
+
+    text = _INLINE_MESH.sub(name_of, text)
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("module"):
+            lines[i + 1 : i + 1] = added
+            break
+    replace_module(module, "\n".join(lines) + "\n", source_name)
 
 
 def _func_block_args(graph: Graph, func: Node) -> tuple[int, ...]:

@@ -876,6 +876,7 @@ class _Builder:
             what = f"in_shardings[{i}] of sdy.manual_computation at {node.loc}"
             edge = p.add_value(p.shapes[src], what)
             self.set_initial(ts, p.shapes[src], what, node.loc, edge)
+            self.forbid_manual(edge, ts, manual)
             ins.append(edge)
             self.add_op(self.edge_op(node, f"operand {i}", (src,), edge), [edge])
             local = self.new_slot(arg, f"argument {i} of sdy.manual_computation")
@@ -887,10 +888,22 @@ class _Builder:
             what = f"out_shardings[{i}] of sdy.manual_computation at {node.loc}"
             edge = p.add_value(p.shapes[res], what)
             self.set_initial(ts, p.shapes[res], what, node.loc, edge)
+            self.forbid_manual(edge, ts, manual)
             outs.append(edge)
             self.add_op(self.boundary_op(node, edge, ret, manual), [])
             self.add_op(self.edge_op(node, f"result {i}", (edge,), res), [res])
         self.out.manual[node.id] = (ins, outs)
+
+    def forbid_manual(
+        self, edge: int, ts: TensorSharding, manual: frozenset[str]
+    ) -> None:
+        """A manual computation's in/out sharding keeps the manual axes its
+        attribute gives and takes no other from propagation (manual axes
+        must come before free ones; Shardy does not propagate them in)."""
+        given = {a.name for a in ts.all_axes()}
+        ban = frozenset(manual - given)
+        if ban:
+            self.problem.forbidden[edge] = ban
 
     def per_value(self, node: Node, name: str) -> tuple[TensorSharding, ...] | None:
         text = _opaque_text(node.attr(name))

@@ -83,6 +83,17 @@ class Sh(NamedTuple):
         return Sh(self.mesh, self.dims, (True,) * len(self.dims), (), self.unreduced)
 
 
+def _without_axes(sh: Sh, names: frozenset[str]) -> Sh:
+    """`sh` less every (sub-)axis of the named axes."""
+    return Sh(
+        sh.mesh,
+        tuple(tuple(a for a in d if a[0] not in names) for d in sh.dims),
+        sh.closed,
+        tuple(a for a in sh.replicated if a[0] not in names),
+        tuple(a for a in sh.unreduced if a[0] not in names),
+    )
+
+
 class OpKind(enum.Enum):
     RULE = "rule"  # an op with a sharding rule
     EDGE = "edge"  # sources -> one slot shared by all targets (while, case)
@@ -186,6 +197,10 @@ class Problem:
     # shardings on either propagate to each other (Shardy compares meshes by
     # their definition, not their name)
     same_mesh: dict[str, str] = field(default_factory=dict)
+    # value -> axis names propagation never adds to it (a manual
+    # computation's in/out shardings take no manual axis from outside:
+    # manual axes come first there, as the user wrote them)
+    forbidden: dict[int, frozenset[str]] = field(default_factory=dict)
 
     def add_value(self, shape: tuple[int, ...], name: str = "") -> int:
         self.values.append(None)
@@ -1180,6 +1195,9 @@ class Propagator:
         old = self.state[v]
         if self.o.conservative:
             new = _without_new_sub_axes(old, new, self.p.meshes.get(new.mesh, {}))
+        ban = self.p.forbidden.get(v)
+        if ban:
+            new = _without_axes(new, ban)
         if new == old or (old is None and not new.has_axes()):
             return False
         self.state[v] = new

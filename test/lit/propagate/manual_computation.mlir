@@ -88,3 +88,23 @@ func.func @operand_not_given_closed_in_sharding(%arg0: tensor<32x32xf32>) -> ten
   } : (tensor<32x32xf32>) -> tensor<32x32xf32>
   return %0 : tensor<32x32xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>
+// A user's sharding with the manual axis "b" after the free axis "a" does
+// not flow into the manual computation's out_sharding (manual axes come
+// first there, as the attribute gives them): only "a" does, and on into
+// the body and the argument.
+// CHECK-LABEL: func @manual_axes_not_propagated_in(
+// CHECK-SAME: %arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a", ?}]>}
+// CHECK: in_shardings=[<@mesh, [{"a", ?}]>] out_shardings=[<@mesh, [{"a", ?}]>] manual_axes={"b"}
+// CHECK-NEXT: stablehlo.add %arg1, %arg1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a", ?}]>]>}
+// CHECK: stablehlo.sine %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a", "b"}]>]>}
+func.func @manual_axes_not_propagated_in(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{?}]>] out_shardings=[<@mesh, [{?}]>] manual_axes={"b"} (%arg1: tensor<8xf32>) {
+    %1 = stablehlo.add %arg1, %arg1 : tensor<8xf32>
+    sdy.return %1 : tensor<8xf32>
+  } : (tensor<8xf32>) -> tensor<8xf32>
+  %1 = stablehlo.sine %0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a", "b"}]>]>} : tensor<8xf32>
+  return %1 : tensor<8xf32>
+}
