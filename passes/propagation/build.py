@@ -33,6 +33,7 @@ from meshjit.dialects.sdy_text import (
     parse_mesh,
     parse_sharding,
     parse_sharding_per_value,
+    print_sharding_body,
     print_string,
     print_symbol,
 )
@@ -1022,6 +1023,10 @@ def final_sharding(built: Built, state: Sequence[Sh | None], vid: int) -> Sh | N
     return None
 
 
+def _has_explicit_edge(g: Graph, vid: int) -> bool:
+    return any(g.node(u).op == "sdy.data_flow_edge" for u in g.users(vid))
+
+
 def write_plan(
     built: Built, state: Sequence[Sh | None], *, close: bool = False
 ) -> AttrPlan:
@@ -1058,12 +1063,25 @@ def write_plan(
             if sh is not None:
                 plan.set_result(func.id, i, SHARDING, "#sdy.sharding" + text(sh))
     for node_id, (ins, outs) in built.manual.items():
-        for name, slots in (("in_shardings", ins), ("out_shardings", outs)):
+        node = g.node(node_id)
+        block = node.regions[0][0]
+        for name, slots, values in (
+            ("in_shardings", ins, block.args),
+            ("out_shardings", outs, node.results),
+        ):
+            given = _opaque_text(node.attr(name))
+            written = parse_sharding_per_value(given) if given else ()
             bodies = []
-            for slot in slots:
+            for k, slot in enumerate(slots):
                 sh = state[slot]
                 if sh is None:
                     continue  # the attribute did not parse; reported already
+                if k < len(written) and _has_explicit_edge(g, values[k]):
+                    # An explicit `sdy.data_flow_edge` on the block argument
+                    # (or result) holds what propagation found, as in
+                    # Shardy: the attribute stays as written.
+                    bodies.append(print_sharding_body(written[k]))
+                    continue
                 bodies.append(text(sh))
             if len(bodies) != len(slots):
                 continue

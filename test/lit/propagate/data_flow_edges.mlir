@@ -65,3 +65,22 @@ func.func @caller(%x: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x
   %2 = sdy.func_data_flow_edge %1 : tensor<8x16xf32>
   return %2 : tensor<8x16xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>
+// Explicit data-flow edges on a manual computation's block argument and
+// result hold what propagation finds (the free axes "a" and "c" inside, the
+// operand outside); the in/out_shardings stay as written, as in Shardy.
+// CHECK-LABEL: func @manual_computation_explicit_edges(
+// CHECK-SAME: %arg0: tensor<32x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b", "a", ?}, {"c", ?}]>}
+// CHECK: in_shardings=[<@mesh, [{"b", ?}, {?}]>] out_shardings=[<@mesh, [{"b", ?}, {?}]>] manual_axes={"b"}
+// CHECK-NEXT: sdy.data_flow_edge %arg1 sharding=<@mesh, [{"a", ?}, {"c", ?}]>
+func.func @manual_computation_explicit_edges(%arg0: tensor<32x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{?}, {"c", ?}]>}) -> tensor<32x32xf32> {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"b", ?}, {?}]>] out_shardings=[<@mesh, [{"b", ?}, {?}]>] manual_axes={"b"} (%arg1: tensor<16x32xf32>) {
+    %2 = sdy.data_flow_edge %arg1 sharding=<@mesh, [{?}, {?}]> : tensor<16x32xf32>
+    %3 = stablehlo.add %2, %2 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a", ?}, {?}]>]>} : tensor<16x32xf32>
+    sdy.return %3 : tensor<16x32xf32>
+  } : (tensor<32x32xf32>) -> tensor<32x32xf32>
+  %1 = sdy.data_flow_edge %0 sharding=<@mesh, [{"b", ?}, {?}]> : tensor<32x32xf32>
+  return %1 : tensor<32x32xf32>
+}
