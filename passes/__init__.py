@@ -37,7 +37,7 @@ ALL_PIPELINES: tuple[PipelineAlias, ...] = (
         "export-shardings{close-shardings=true constraints-to-reshards=true}",
         "import, propagate (user + op priorities, aggressive) and export shardings "
         "in the form Shardy's propagation pipeline leaves them (constraints become "
-        "sdy.reshard)",
+        "sdy.reshard, sharding groups are removed)",
     ),
     PipelineAlias(
         "spmd-pipeline",

@@ -21,6 +21,7 @@ from meshjit.compiler.pass_base import ModulePass
 from meshjit.passes.propagation.export import Exporter
 
 _CONSTRAINT = re.compile(r"^(\s*%[^=]*= )sdy\.sharding_constraint ", re.MULTILINE)
+_GROUP = re.compile(r"^[ \t]*sdy\.sharding_group .*\n", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -30,18 +31,23 @@ class ExportShardingsPass(ModulePass):
     name: ClassVar[str] = "export-shardings"
     close_shardings: bool = False  # close every dim and drop replicated axes
     # Shardy's export form: every sdy.sharding_constraint becomes the
-    # sdy.reshard it stands for (what `propagation-pipeline` writes)
+    # sdy.reshard it stands for and sharding groups go (what
+    # `propagation-pipeline` writes)
     constraints_to_reshards: bool = False
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         graph = read_graph(module, diags.source_name)
         write_attrs(module, Exporter(self.close_shardings).plan(graph, diags))
         if self.constraints_to_reshards and any(
-            n.op == "sdy.sharding_constraint" for n in graph.walk()
+            n.op in ("sdy.sharding_constraint", "sdy.sharding_group")
+            for n in graph.walk()
         ):
             # The two ops print alike (`%r = OP %x <@mesh, [...]> : type`), so
-            # the rename is one word per line of the printed module.
+            # the rename is one word per line of the printed module. Sharding
+            # groups have done their work (their members agree): Shardy's
+            # export removes them, and so does this form.
             text = _CONSTRAINT.sub(
                 r"\1sdy.reshard ", print_module(module, debug_info=True)
             )
+            text = _GROUP.sub("", text)
             replace_module(module, text, diags.source_name)
