@@ -7,6 +7,7 @@ the mesh, so the hot loops of propagation need no lookups.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
@@ -31,8 +32,16 @@ def contains(a: Ax, b: Ax) -> bool:
 
 
 def overlaps(a: Ax, b: Ax) -> bool:
+    """`a` and `b` cannot both shard one tensor: they share devices, or they
+    are sub-axes of one axis that no single split of it holds both of (`"a":(1)2`
+    and `"a":(3)2` of a 6: the first wants 6 = 2 x 3, the second 3 x 2)."""
     # A size-1 axis spans no range of devices, yet is used once per tensor.
-    return a[0] == b[0] and (a == b or (a[1] < b[1] * b[2] and b[1] < a[1] * a[2]))
+    if a[0] != b[0]:
+        return False
+    if a == b or (a[1] < b[1] * b[2] and b[1] < a[1] * a[2]):
+        return True
+    lo, hi = (a, b) if a[1] < b[1] else (b, a)
+    return hi[1] % (lo[1] * lo[2]) != 0
 
 
 def prefix_without_overlap(a: Ax, b: Ax) -> Ax | None:
@@ -40,7 +49,10 @@ def prefix_without_overlap(a: Ax, b: Ax) -> Ax | None:
     if not overlaps(a, b):
         return a
     if b[1] > a[1] and b[1] % a[1] == 0:
-        return (a[0], a[1], b[1] // a[1])
+        # the largest major part of `a` that ends where a split can put `b`
+        size = math.gcd(a[2], b[1] // a[1])
+        if size > 1:
+            return (a[0], a[1], size)
     return None
 
 

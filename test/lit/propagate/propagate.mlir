@@ -155,3 +155,26 @@ func.func @conflict_larger_tensor_wins(%a: tensor<8x16xf32> {sdy.sharding = #sdy
   %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x64xf32>) -> tensor<8x64xf32>
   return %0 : tensor<8x64xf32>
 }
+
+// -----
+// Sub-axes "a":(1)2 and "a":(3)2 of a 6-device axis need different splits
+// of it (2 x 3 and 3 x 2): no sharding holds both, so the one reached
+// first wins and the other does not propagate into the same value.
+sdy.mesh @mesh_a_6 = <["a"=6]>
+// CHECK-LABEL: func @incompatible_sub_axes
+// CHECK-NEXT: stablehlo.sine %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh_a_6, [{?}, {"a":(3)2, ?}]>]>}
+func.func @incompatible_sub_axes(%arg0: tensor<2x2xf32> {sdy.sharding = #sdy.sharding<@mesh_a_6, [{"a":(1)2}, {}]>}) -> (tensor<2x2xf32> {sdy.sharding = #sdy.sharding<@mesh_a_6, [{}, {"a":(3)2}]>}) {
+  %0 = stablehlo.sine %arg0 : tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+// "a":(1)2 and "a":(2)3 are the two parts of one split (2 x 3): both can
+// shard one value.
+sdy.mesh @mesh_a_6 = <["a"=6]>
+// CHECK-LABEL: func @compatible_sub_axes
+// CHECK-NEXT: stablehlo.sine %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh_a_6, [{"a":(1)2, ?}, {"a":(2)3, ?}]>]>}
+func.func @compatible_sub_axes(%arg0: tensor<2x3xf32> {sdy.sharding = #sdy.sharding<@mesh_a_6, [{"a":(1)2}, {}]>}) -> (tensor<2x3xf32> {sdy.sharding = #sdy.sharding<@mesh_a_6, [{}, {"a":(2)3}]>}) {
+  %0 = stablehlo.sine %arg0 : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
