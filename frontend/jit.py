@@ -932,6 +932,11 @@ def _on_renamed_mesh(spec: object, value: object) -> object:
     mesh = context_mesh()
     if abstract is None or mesh is None or abstract.axis_names == mesh.axis_names:
         return spec
+    outer = bridge.set_mesh_context()
+    if abstract.size != mesh.size or (
+        outer is not None and outer.abstract_mesh == abstract
+    ):
+        return spec  # not a renaming of the context mesh's devices
     return jax.sharding.NamedSharding(abstract, jspec)
 
 
