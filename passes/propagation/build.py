@@ -56,6 +56,7 @@ from meshjit.passes.propagation.core import (
 
 SHARDING = "sdy.sharding"
 _PASS_THROUGH_STAGE0 = frozenset({"stablehlo.reshape", "stablehlo.transpose"})
+_HOST_OFFLOAD = frozenset({"MoveToHost", "MoveToDevice"})
 _FORWARD_STAGE0 = frozenset(
     {"stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice"}
 )
@@ -540,6 +541,15 @@ class _Builder:
             scheduled_as = op
             if op == "stablehlo.broadcast_in_dim" and _adds_unit_dims(self.g, node):
                 scheduled_as = "stablehlo.reshape"
+            stage0 = _stage0(scheduled_as)
+            if (
+                op == "stablehlo.custom_call"
+                and node.attrs.get("call_target_name") in _HOST_OFFLOAD
+            ):
+                # Moves between host and device memory are element-wise and
+                # go first, as in Shardy: each side of a move to the host
+                # and back keeps the value's sharding.
+                stage0 = BOTH
             self.add_op(
                 POp(
                     op,
@@ -548,7 +558,7 @@ class _Builder:
                     rule,
                     OpKind.RULE,
                     elementwise=_is_elementwise(op),
-                    stage0=_stage0(scheduled_as),
+                    stage0=stage0,
                     multi_use=self.multi_use(node),
                     broadcast=scheduled_as == "stablehlo.broadcast_in_dim",
                     loc=node.loc,

@@ -72,3 +72,21 @@ func.func @dot_general_reduction_factor_after_pass_through(%a: tensor<32x1024xf3
   %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<32x1024xf32>, tensor<1024x16xf32>) -> tensor<32x16xf32>
   return %0 : tensor<32x16xf32>
 }
+
+// -----
+// Moves between host and device memory (custom calls @MoveToHost and
+// @MoveToDevice) are element-wise and propagate in the first stage, so both
+// sides of the round trip keep the value's sharding; the sharding the
+// result asks for reaches only the add after them.
+sdy.mesh @mesh = <["a"=2, "b"=2]>
+// CHECK-LABEL: func @host_offload_first(
+// CHECK: stablehlo.custom_call @MoveToHost(%0) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a", ?}, {?}]>]>}
+// CHECK-NEXT: stablehlo.custom_call @MoveToDevice(%1) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a", ?}, {?}]>]>}
+// CHECK-NEXT: stablehlo.add %2, %2 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{?}, {"a", ?}]>]>}
+func.func @host_offload_first(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a", ?}, {?}]>}) -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{?}, {"a", ?}]>}) {
+  %0 = stablehlo.add %arg0, %arg0 : tensor<8x8xf32>
+  %1 = stablehlo.custom_call @MoveToHost(%0) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %2 = stablehlo.custom_call @MoveToDevice(%1) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %3 = stablehlo.add %2, %2 : tensor<8x8xf32>
+  return %3 : tensor<8x8xf32>
+}
