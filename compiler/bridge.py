@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -244,26 +245,17 @@ def compile_spmd(
 # --- effects: host callbacks and the tokens that order them -----------------------
 
 
+@dataclass(frozen=True, slots=True)
 class Effects:
     """What jax's lowering says a program's side effects need at compile and
-    run time: its host callbacks (a callback custom call names one by its
-    index in this list), what must stay alive while it runs, and its ordered
-    effects (each one a token argument and result at the front of @main,
-    threaded between calls as jax threads them)."""
+    run time: its ordered effects (each one a token argument and result at
+    the front of @main, threaded between calls as jax threads them), its
+    host callbacks (a callback custom call names one by its index in this
+    list) and what must stay alive while it runs."""
 
-    __slots__ = ("host_callbacks", "keepalive", "ordered", "unordered")
-
-    def __init__(
-        self,
-        ordered: tuple[Any, ...],
-        unordered: bool,
-        host_callbacks: tuple[Any, ...],
-        keepalive: Any,
-    ) -> None:
-        self.ordered = ordered
-        self.unordered = unordered
-        self.host_callbacks = host_callbacks
-        self.keepalive = keepalive
+    ordered: tuple[Any, ...]
+    host_callbacks: tuple[Any, ...]
+    keepalive: Any
 
 
 def lowering_effects(lowered: Any) -> Effects | None:
@@ -274,7 +266,7 @@ def lowering_effects(lowered: Any) -> Effects | None:
     callbacks = tuple(args.get("host_callbacks") or ())
     if not (ordered or unordered or callbacks):
         return None
-    return Effects(ordered, unordered, callbacks, args.get("keepalive"))
+    return Effects(ordered, callbacks, args.get("keepalive"))
 
 
 def mutable_arrays(lowered: Any) -> tuple[tuple[Any, ...], tuple[int | None, ...]]:
@@ -296,16 +288,6 @@ def ref_value(ref: Any) -> Any:
 def set_ref_value(ref: Any, value: Any) -> None:
     """Makes a mutable array hold `value` (as jax writes its results back)."""
     ref._refs._buf._replace_with(value)
-
-
-def token_buffer(devices: tuple[Any, ...]) -> Any:
-    """An empty buffer on each of `devices`: what a token argument is passed as
-    (jax passes a `Token`'s `_buf`)."""
-    import numpy as np
-    from jax._src.sharding_impls import GSPMDSharding
-
-    empty = np.zeros((0,), np.bool_)
-    return jax.device_put(empty, GSPMDSharding.get_replicated(devices))
 
 
 def token_of(pieces: list[Any]) -> Any:

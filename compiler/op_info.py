@@ -41,23 +41,26 @@ def _attrs(node: Node) -> Mapping[str, object]:
     return MappingProxyType(attrs)
 
 
-def _constant_operands(graph: Graph, node: Node) -> Mapping[int, int | float | bool]:
-    out: dict[int, int | float | bool] = {}
+def _scalar_constants(graph: Graph, node: Node) -> list[tuple[int, int | float | bool]]:
+    """(index, value) of each operand a scalar splat constant defines."""
+    out: list[tuple[int, int | float | bool]] = []
+    values, nodes = graph.values, graph.nodes
     for i, vid in enumerate(node.operands):
-        owner = graph.value(vid).owner
-        if owner < 0:
+        owner = values[vid].owner
+        if owner < 0 or nodes[owner].op != "stablehlo.constant":
             continue
-        producer = graph.node(owner)
-        if producer.op != "stablehlo.constant":
-            continue
-        value = producer.attr("value")
+        value = nodes[owner].attrs.get("value")
         if (
             isinstance(value, DenseElements)
             and value.shape == ()
             and value.splat is not None
         ):
-            out[i] = value.splat
-    return MappingProxyType(out)
+            out.append((i, value.splat))
+    return out
+
+
+def _constant_operands(graph: Graph, node: Node) -> Mapping[int, int | float | bool]:
+    return MappingProxyType(dict(_scalar_constants(graph, node)))
 
 
 def op_info(graph: Graph, node: Node) -> OpInfo | None:
@@ -86,20 +89,6 @@ def op_info(graph: Graph, node: Node) -> OpInfo | None:
     )
 
 
-def _constants_key(graph: Graph, node: Node) -> tuple[object, ...]:
-    """(index, splat) of each operand a scalar splat constant defines: what
-    `op_info` reads of the operands beyond their types."""
-    out: list[object] = []
-    values, nodes = graph.values, graph.nodes
-    for i, vid in enumerate(node.operands):
-        owner = values[vid].owner
-        if owner >= 0 and nodes[owner].op == "stablehlo.constant":
-            value = nodes[owner].attrs.get("value")
-            if isinstance(value, DenseElements) and value.shape == ():
-                out.append((i, value.splat))
-    return tuple(out)
-
-
 def rule_lookup(graph: Graph, node: Node) -> Lookup | None:
     """`RULES.lookup(op_info(graph, node))`, None where `op_info` is None;
     memoized per graph, shared by every pass that reads it (propagation, the
@@ -115,7 +104,7 @@ def rule_lookup(graph: Graph, node: Node) -> Lookup | None:
         tuple([values[v].type for v in node.operands]),
         tuple([values[v].type for v in node.results]),
         tuple([(k, id(v)) for k, v in attrs]),
-        _constants_key(graph, node),
+        tuple(_scalar_constants(graph, node)),
         combiner(graph, node) if node.regions else None,
     )
     hit = graph.rules.get(key)

@@ -397,6 +397,11 @@ def _convolution(op: OpInfo) -> ShardingRule:
     return b.build()
 
 
+# Custom calls that move a value between host and device memory: element-wise,
+# and scheduled with the element-wise ops (Shardy's op priorities put them
+# first, so both sides of a round trip keep the value's sharding).
+HOST_OFFLOAD_TARGETS = frozenset({"MoveToDevice", "MoveToHost"})
+
 _POINTWISE_TARGETS = frozenset(
     {
         "Cholesky",
@@ -404,12 +409,11 @@ _POINTWISE_TARGETS = frozenset(
         "InvertDiagBlocksLowerTriangular",
         "InvertDiagBlocksUpperTriangular",
         "LayoutConstraint",
-        "MoveToDevice",
-        "MoveToHost",
         "X64Combine",
         "annotate_device_placement",
         "mhlo.erf",
     }
+    | HOST_OFFLOAD_TARGETS
 )
 _ANNOTATION_TARGETS = frozenset(
     {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"}

@@ -346,6 +346,8 @@ class Lowered(_Stage):
         # Mutable arrays the function closes over follow the arguments, and
         # their new values the results, each laid out as the array is now.
         refs = [ref_sharding(inputs, r) for r in inputs.traced.refs]
+        # what the program is compiled for: each call passes the arrays so
+        self.ref_targets = tuple(refs)
         args += [
             s.tensor_sharding(r.ndim, inputs.mesh_name)
             for s, r in zip(refs, inputs.traced.refs, strict=True)
@@ -780,6 +782,7 @@ class Compiled(_Stage):
         # AUTO arguments committed elsewhere are moved (said once, below).
         self._auto_moved_warned = False
         self._donated_main = donated_main
+        self._ref_targets = tuple(s.to_jax() for s in lowered.ref_targets)
         self._use_user_spelling(inputs.placement)
         self._single = (
             jax.sharding.SingleDeviceSharding(inputs.placement.mesh.flat_devices[0])
@@ -1216,9 +1219,8 @@ class Compiled(_Stage):
                     "can be used once per call: pass a copy"
                 )
         refs = inputs.traced.refs
-        for ref in refs:
+        for ref, target in zip(refs, self._ref_targets, strict=True):
             value = bridge.ref_value(ref)
-            target = ref_sharding(inputs, ref).to_jax()
             placed.append(
                 value if value.sharding == target else jax.device_put(value, target)
             )

@@ -96,8 +96,13 @@ def _has_opaque(value: object, needle: str) -> bool:
 
 
 def _has_inline_mesh(graph: Graph) -> bool:
+    """Whether a sharding attribute writes its mesh inline (only attributes
+    that can hold a sharding are looked at: shardings, func arg/res attrs)."""
     return any(
-        _has_opaque(v, "<mesh<") for node in graph.nodes for v in node.attrs.values()
+        _has_opaque(v, "<mesh<")
+        for node in graph.nodes
+        for k, v in node.attrs.items()
+        if "sharding" in k or k.endswith("_attrs")
     )
 
 

@@ -195,12 +195,12 @@ def _placed_ops(
         names = {s.mesh_name for s in shardings}
         if not names or not names <= maximal.keys():
             continue
-        devices = {maximal[n] for n in names}
-        device = min(devices)
+        devices = sorted({maximal[n] for n in names})
+        device = devices[0]
         if len(devices) > 1 or device not in order:
             raise PartitionFailure(
                 node.loc,
-                f"{node.op} is placed on device {sorted(devices)} (maximal "
+                f"{node.op} is placed on device {devices} (maximal "
                 f"meshes {sorted(names)}), but the program's mesh @{mesh_name} "
                 f"has device ids {order}; place the op on one of its devices",
             )

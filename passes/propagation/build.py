@@ -38,7 +38,7 @@ from meshjit.dialects.sdy_text import (
     print_symbol,
 )
 from meshjit.dialects.sharding import AxisRef, TensorSharding
-from meshjit.dialects.stablehlo_rules import RULES
+from meshjit.dialects.stablehlo_rules import HOST_OFFLOAD_TARGETS, RULES
 from meshjit.errors import ShardingError
 from meshjit.passes.propagation.axes import Ax, Axes
 from meshjit.passes.propagation.core import (
@@ -56,7 +56,6 @@ from meshjit.passes.propagation.core import (
 
 SHARDING = "sdy.sharding"
 _PASS_THROUGH_STAGE0 = frozenset({"stablehlo.reshape", "stablehlo.transpose"})
-_HOST_OFFLOAD = frozenset({"MoveToHost", "MoveToDevice"})
 _FORWARD_STAGE0 = frozenset(
     {"stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice"}
 )
@@ -544,12 +543,9 @@ class _Builder:
             stage0 = _stage0(scheduled_as)
             if (
                 op == "stablehlo.custom_call"
-                and node.attrs.get("call_target_name") in _HOST_OFFLOAD
+                and node.attrs.get("call_target_name") in HOST_OFFLOAD_TARGETS
             ):
-                # Moves between host and device memory are element-wise and
-                # go first, as in Shardy: each side of a move to the host
-                # and back keeps the value's sharding.
-                stage0 = BOTH
+                stage0 = BOTH  # scheduled as the element-wise op it is
             self.add_op(
                 POp(
                     op,

@@ -210,3 +210,19 @@ def test_token_arguments_and_results() -> None:
     assert isinstance(tree["t"], Token)
     np.testing.assert_array_equal(out, np.arange(16) * 2)
     assert out.sharding.spec == P("x")
+
+
+def test_mutable_array_written_between_calls() -> None:
+    """A value written into the array between calls is what the next call
+    reads (the compiled program is reused: the array is passed laid out as
+    it was compiled for)."""
+    ref = jax.new_ref(sharded(np.arange(16, dtype=np.float32)))
+
+    @meshjit.jit
+    def total() -> jax.Array:
+        return ref[...].sum()
+
+    assert float(total()) == 120.0
+    ref[...] = jax.device_put(jnp.ones(16), NamedSharding(MESH, P()))
+    assert float(total()) == 16.0
+    assert total.cache_info().compiles == 1
