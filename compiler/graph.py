@@ -9,7 +9,7 @@ same order as `read_graph` and applies it in one sweep.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -317,6 +317,11 @@ def _walk_ops(block: ir.Block) -> Iterator[ir.Operation]:
         for region in operation.regions:
             for b in region.blocks:
                 yield from _walk_ops(b)
+
+
+def op_handles(module: ir.Module) -> list[ir.Operation]:
+    """The module's operations indexed by the node ids `read_graph` gives."""
+    return list(_walk_ops(module.body))
 
 
 def _shape_of(t: ir.Type) -> tuple[tuple[int, ...] | None, str]:
@@ -743,17 +748,26 @@ def _update_dict_array(
     op.attributes[attr_name] = ir.ArrayAttr.get([ir.DictAttr.get(d) for d in dicts])
 
 
-def write_attrs(module: ir.Module, plan: AttrPlan) -> None:
+def write_attrs(
+    module: ir.Module,
+    plan: AttrPlan,
+    handles: Mapping[int, ir.Operation] | Sequence[ir.Operation] | None = None,
+) -> None:
     """Applies `plan` to the module `read_graph` read (ids are walk order).
 
     Graphs a `graph_session` holds for the module are updated to what a new
-    read would give.
+    read would give. `handles`: the operations the ids stand for, where the
+    module changed since it was read (the caller then invalidates graphs).
     """
     if not plan:
         return
-    sessions = _sessions_of(module)
+    sessions = [] if handles is not None else _sessions_of(module)
     known = next((s.handles for s in sessions if s.handles is not None), None)
-    ops = known if known is not None else list(_walk_ops(module.body))
+    ops: Mapping[int, ir.Operation] | Sequence[ir.Operation]
+    if handles is not None:
+        ops = handles
+    else:
+        ops = known if known is not None else list(_walk_ops(module.body))
     # Attribute texts repeat (the same sharding on every layer): each distinct
     # one is parsed, and read back for the graphs, once.
     parsed: dict[str, tuple[ir.Attribute, AttrValue, str]] = {}

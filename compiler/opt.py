@@ -133,6 +133,10 @@ def list_passes(out: TextIO) -> None:
         for name, alias in sorted(aliases.items()):
             out.write(f"  {name:<28} {alias.summary}\n")
             out.write(f"      = {alias.pipeline}\n")
+            for option, help_text, values in alias.options:
+                out.write(f"      {option}: {help_text}\n")
+                for value, text in values:
+                    out.write(f"        {option}={value}: {text}\n")
     out.write("\nupstream MLIR passes (jaxlib's pass manager runs them):\n")
     for name, summary in UPSTREAM_PASSES:
         out.write(f"  {name:<28} {summary}\n")

@@ -183,13 +183,17 @@ def _resolve(entry: _Entry, ctx: ir.Context, seen: tuple[str, ...]) -> list[Stag
         opts = _parse_options(entry.options) if entry.options else {}
         return [passes[entry.name].from_options(opts)]
     if entry.name in aliases:
-        if entry.options or entry.nested:
-            raise PipelineError(f"pipeline '{entry.name}' takes no options")
+        if entry.nested:
+            raise PipelineError(f"pipeline '{entry.name}' takes no nested pipeline")
         if entry.name in seen:
             raise InternalError(f"pipeline '{entry.name}' expands to itself")
         alias = aliases[entry.name]
+        try:
+            text = alias.expand(_parse_options(entry.options) if entry.options else {})
+        except ValueError as err:
+            raise PipelineError(str(err)) from None
         out: list[Stage] = []
-        for piece, pos in _split_top_level(alias.pipeline, ","):
+        for piece, pos in _split_top_level(text, ","):
             out.extend(_resolve(_parse_entry(piece, pos), ctx, (*seen, entry.name)))
         return out
     if entry.name.startswith(_REFERENCE_ONLY_PREFIX):

@@ -17,6 +17,31 @@ class PipelineAlias:
     name: str
     pipeline: str
     summary: str
+    # options the name takes: (option, help, ((value, pipeline text), ...));
+    # a value not listed is an error, the default pipeline is `pipeline`
+    options: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
+
+    def expand(self, options: dict[str, str]) -> str:
+        """The pipeline text for these options (at most one may be given)."""
+        known = {name: dict(values) for name, _help, values in self.options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            takes = ", ".join(known) or "no options"
+            raise ValueError(
+                f"pipeline '{self.name}' has no option {', '.join(unknown)} "
+                f"(it takes {takes})"
+            )
+        if len(options) > 1:
+            raise ValueError(f"pipeline '{self.name}' takes one option at a time")
+        for name, value in options.items():
+            text = known[name].get(value)
+            if text is None:
+                raise ValueError(
+                    f"pipeline '{self.name}': option {name}={value} must be one of "
+                    f"{', '.join(known[name])}"
+                )
+            return text
+        return self.pipeline
 
 
 # Upstream MLIR passes jaxlib registers that are useful around meshjit's own.

@@ -28,16 +28,33 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
 # What meshjit.jit runs before partitioning: propagation-pipeline less the
 # renaming of constraints to reshards (the partitioner reads both alike, and
 # the rename costs a print and a parse of the module).
-JIT_PROPAGATION = "import-shardings,propagate,export-shardings{close-shardings=true}"
+JIT_PROPAGATION = (
+    "import-shardings,propagate{callees=copies},export-shardings{close-shardings=true}"
+)
+_PROPAGATION_PIPELINE = (
+    "import-shardings,propagate{{callees={callees}}},"
+    "export-shardings{{close-shardings=true constraints-to-reshards=true}}"
+)
 
 ALL_PIPELINES: tuple[PipelineAlias, ...] = (
     PipelineAlias(
         "propagation-pipeline",
-        "import-shardings,propagate,"
-        "export-shardings{close-shardings=true constraints-to-reshards=true}",
-        "import, propagate (user + op priorities, aggressive) and export shardings "
-        "in the form Shardy's propagation pipeline leaves them (constraints become "
-        "sdy.reshard, sharding groups are removed)",
+        _PROPAGATION_PIPELINE.format(callees="copies"),
+        "import, propagate (user + op priorities, aggressive; a copy of a called "
+        "function per call site, merged where their shardings agree) and export "
+        "shardings in the form Shardy's propagation pipeline leaves them "
+        "(constraints become sdy.reshard, sharding groups are removed)",
+        (
+            (
+                "dedup-functions-fully",
+                "one body per called function, shared by every call (Shardy's "
+                "option of that name)",
+                (
+                    ("false", _PROPAGATION_PIPELINE.format(callees="copies")),
+                    ("true", _PROPAGATION_PIPELINE.format(callees="shared")),
+                ),
+            ),
+        ),
     ),
     PipelineAlias(
         "spmd-pipeline",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from meshjit.compiler.diagnostics import Diagnostics
-from meshjit.compiler.graph import read_graph, write_attrs
+from meshjit.compiler.graph import op_handles, read_graph, write_attrs
 from meshjit.compiler.ir import ir, print_module, replace_module
 from meshjit.compiler.pass_base import ModulePass
 from meshjit.passes.propagation.export import Exporter
@@ -45,7 +45,15 @@ class ExportShardingsPass(ModulePass):
             # The two ops print alike (`%r = OP %x <@mesh, [...]> : type`), so
             # the rename is one word per line of the printed module. Sharding
             # groups have done their work (their members agree): Shardy's
-            # export removes them, and so does this form.
+            # export removes them, and so does this form. A constraint nothing
+            # uses has done its work too (propagation read it): it goes, as
+            # in Shardy's export, rather than become a reshard of nothing.
+            handles = op_handles(module)
+            for node in reversed(graph.nodes):
+                if node.op == "sdy.sharding_constraint" and not any(
+                    graph.users(v) for v in node.results
+                ):
+                    handles[node.id].erase()
             text = _CONSTRAINT.sub(
                 r"\1sdy.reshard ", print_module(module, debug_info=True)
             )

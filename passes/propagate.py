@@ -18,6 +18,7 @@ from meshjit.compiler.graph import invalidate_graphs, read_graph, write_attrs
 from meshjit.compiler.ir import ir
 from meshjit.compiler.pass_base import ModulePass
 from meshjit.passes.propagation.build import Built, build_problem, write_plan
+from meshjit.passes.propagation.calls import Callees, plan_copies, write_copies
 from meshjit.passes.propagation.core import Options, Provenance, Sh, Strategy, propagate
 from meshjit.passes.propagation.explain import (
     ExplainRecord,
@@ -74,6 +75,12 @@ class PropagatePass(ModulePass):
     op_priority: bool = True  # pass-through ops first, broadcast last
     user_priority: bool = True  # p0 before p1 before ...
     conservative: bool = False  # never split an axis into sub-axes
+    # private callees: as-written (one body; arguments and results keep what
+    # was written, as Shardy's propagation passes leave them), shared (one
+    # body with the first call's shardings, signatures too: Shardy's pipeline
+    # with dedup-functions-fully), copies (a copy per call site, copies with
+    # equal argument and result shardings merged: Shardy's pipeline)
+    callees: Callees = Callees.AS_WRITTEN
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         options = Options(
@@ -92,7 +99,17 @@ class PropagatePass(ModulePass):
             return
         if html:
             diags.payloads["propagation"] = result
-        write_attrs(module, write_plan(result.built, result.state))
+        copies = None
+        if self.callees is Callees.COPIES:
+            copies = plan_copies(result.built, result.state)
+        if copies is not None:
+            write_copies(module, result.built, result.state, copies)
+        else:
+            signatures = self.callees is not Callees.AS_WRITTEN
+            write_attrs(
+                module,
+                write_plan(result.built, result.state, signatures=signatures),
+            )
         if explain:
             diags.report(
                 "explain", explain_text(result.built, result.state, result.provenance)

@@ -61,10 +61,8 @@ the op-priority one; `-run-op-priority-propagation` defaults to true and
     -sdy-propagation-pipeline         propagation-pipeline (import-shardings,
                                         propagate with meshjit's defaults =
                                         user + op priorities, aggressive,
-                                        export-shardings{close-shardings=true});
-                                        it takes no options
-      dedup-functions-fully=true      none in meshjit: run without it, noted
-                                        "option unsupported"
+                                        export-shardings{close-shardings=true})
+      dedup-functions-fully=B         propagation-pipeline{dedup-functions-fully=B}
     propagation-strategy=S            strategy=S (basic or aggressive;
                                         basic-then-aggressive: unsupported)
     run-op-priority-propagation=B     op-priority=B
@@ -241,7 +239,11 @@ def map_run_line(run_line: str) -> RunSpec:
                 meshjit.append("annotate-sharding-rules")
                 notes.append("keep-sharding-rules=true -> annotate-sharding-rules")
         elif name == "sdy-propagation-pipeline":
-            meshjit.append("propagation-pipeline")
+            dedup = options.pop("dedup-functions-fully", None)
+            if dedup is not None:
+                meshjit.append(f"propagation-pipeline{{dedup-functions-fully={dedup}}}")
+            else:
+                meshjit.append("propagation-pipeline")
             notes.extend(f"{k}={v} option unsupported" for k, v in options.items())
         elif name == "sdy-populate-op-sharding-rules":
             meshjit.append("annotate-sharding-rules")

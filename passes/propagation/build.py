@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -74,6 +74,21 @@ DEFAULT_PRIORITY = 0
 
 
 @dataclass(slots=True)
+class CallInstance:
+    """One `func.call` site's instance of its callee (as if inlined there)."""
+
+    call: int  # the func.call node
+    func: int  # the callee's func.func node
+    # callee value id -> its slots in this instance (block args share the
+    # call's operand slots; split constants have several)
+    slots: dict[int, list[int]] = field(default_factory=dict)
+    returns: list[int] = field(default_factory=list)  # slots the callee returns
+    # manual_computation node inside the callee -> (in slots, out slots)
+    manual: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict)
+    children: list[int] = field(default_factory=list)  # calls made in it
+
+
+@dataclass(slots=True)
 class Built:
     """A problem plus what is needed to write its answer back to the graph."""
 
@@ -92,6 +107,12 @@ class Built:
     # values that an sdy.data_flow_edge op takes: their sharding is written
     # on the edge op, not on the op that defines them
     edge_owned: set[int] = field(default_factory=set)
+    # every call site's instance of its callee, and per function read as a
+    # root (not a private callee) the instances of the calls it makes
+    instances: list[CallInstance] = field(default_factory=list)
+    root_calls: dict[int, list[int]] = field(default_factory=dict)
+    callees: set[int] = field(default_factory=set)  # private funcs called
+    opaque_calls: bool = False  # a call not read through (recursive, unknown)
 
 
 def _axis(a: AxisRef, sizes: Mapping[str, int]) -> Ax:
@@ -151,6 +172,8 @@ class _Builder:
         self.groups: dict[int, list[int]] = {}
         self.own_rules: dict[str, ShardingRule] = {}
         self.call_stack: list[int] = []
+        self.instance_stack: list[int] = []  # call instances being read
+        self.root: int = -1  # the root function being read
         self.constant_like: set[int] = set()
         # Constant expressions proper: what a constant-preserving op of them
         # yields is one too; a broadcast of a scalar is split per use but is
@@ -160,6 +183,10 @@ class _Builder:
         self.rewired: dict[tuple[int, int], int] = {}
         self.use_count: dict[int, int] = {}
         self.edge_targets: set[int] = set()  # slots written by data-flow edges
+        # block arguments of callees (graph value ids): a call passes its
+        # operands through a data-flow edge in Shardy (a named computation's
+        # arguments), so a constraint inside the callee is not applied back
+        self.callee_args: set[int] = set()
 
     # -- meshes and shardings ---------------------------------------------
 
@@ -294,6 +321,9 @@ class _Builder:
     def bind(self, vid: int, slot: int) -> None:
         self.out.slot_of.setdefault(vid, slot)
         self.out.all_slots.setdefault(vid, []).append(slot)
+        if self.instance_stack:
+            inst = self.out.instances[self.instance_stack[-1]]
+            inst.slots.setdefault(vid, []).append(slot)
 
     def add_op(self, op: POp, defines: Sequence[int]) -> int:
         self.problem.ops.append(op)
@@ -321,7 +351,10 @@ class _Builder:
                 and name in called
                 and func.attr("sym_visibility") == "private"
             ):
+                self.out.callees.add(func.id)
                 continue
+            self.root = func.id
+            self.out.root_calls[func.id] = []
             self.root_func(func)
         for members in self.groups.values():
             if len(members) > 1:
@@ -483,6 +516,9 @@ class _Builder:
                 self.problem.shapes[slot], self.problem.names[slot]
             )
             self.out.all_slots.setdefault(vid, []).append(copy)
+            if self.instance_stack:
+                inst = self.out.instances[self.instance_stack[-1]]
+                inst.slots.setdefault(vid, []).append(copy)
             return copy
         return slot
 
@@ -679,6 +715,7 @@ class _Builder:
             and all(constrained.closed)
             and src not in self.problem.user
             and src not in self.edge_targets
+            and vid not in self.callee_args
             and not any(
                 u != node.id and self._other_constraint(u, vid, text)
                 for u in self.g.users(vid)
@@ -798,6 +835,9 @@ class _Builder:
         env[node.results[0]] = slot
         self.bind(node.results[0], slot)
         self.out.edge_owned.add(node.operands[0])
+        # A constraint on the edge's value constrains that use only (Shardy's
+        # apply-sharding-constraints leaves edge targets alone).
+        self.edge_targets.add(slot)
         if node.op == "sdy.data_flow_edge":
             text = _opaque_text(node.attr("sharding"))
             if text is not None:
@@ -819,6 +859,7 @@ class _Builder:
             or func_id in self.call_stack
             or len(self.call_stack) > _MAX_CALL_DEPTH
         ):
+            self.out.opaque_calls = True
             self.diags.warning_once(
                 f"call:{node.id}",
                 node.loc,
@@ -829,8 +870,17 @@ class _Builder:
             return
         func = self.g.node(func_id)
         block = func.regions[0][0]
+        index = len(self.out.instances)
+        self.out.instances.append(CallInstance(node.id, func_id))
+        if self.instance_stack:
+            self.out.instances[self.instance_stack[-1]].children.append(index)
+        else:
+            self.out.root_calls.setdefault(self.root, []).append(index)
+        self.call_stack.append(func_id)
+        self.instance_stack.append(index)
         inner: dict[int, int] = {}
         arg_attrs = func.attr("arg_attrs")
+        self.callee_args.update(block.args)
         for i, (a, s) in enumerate(zip(block.args, operands, strict=True)):
             inner[a] = s
             self.bind(a, s)
@@ -843,9 +893,10 @@ class _Builder:
                     func.loc,
                     s,
                 )
-        self.call_stack.append(func_id)
         returns = self.block(block, inner, where)
+        self.instance_stack.pop()
         self.call_stack.pop()
+        self.out.instances[index].returns = list(returns)
         for i, slot in enumerate(returns):
             self.out.func_result_slot.setdefault((func_id, i), slot)
         for vid, slot in zip(node.results, returns, strict=True):
@@ -900,6 +951,8 @@ class _Builder:
             self.add_op(self.boundary_op(node, edge, ret, manual), [])
             self.add_op(self.edge_op(node, f"result {i}", (edge,), res), [res])
         self.out.manual[node.id] = (ins, outs)
+        if self.instance_stack:
+            self.out.instances[self.instance_stack[-1]].manual[node.id] = (ins, outs)
 
     def forbid_manual(
         self, edge: int, ts: TensorSharding, manual: frozenset[str]
@@ -1033,10 +1086,32 @@ def _has_explicit_edge(g: Graph, vid: int) -> bool:
     return any(g.node(u).op == "sdy.data_flow_edge" for u in g.users(vid))
 
 
+def nested_ops(g: Graph, node: Node) -> Iterator[Node]:
+    """The ops nested in `node`'s regions, in walk order."""
+    for region in node.regions:
+        for b in region:
+            for nid in b.nodes:
+                inner = g.node(nid)
+                yield inner
+                yield from nested_ops(g, inner)
+
+
 def write_plan(
-    built: Built, state: Sequence[Sh | None], *, close: bool = False
+    built: Built,
+    state: Sequence[Sh | None],
+    *,
+    close: bool = False,
+    funcs: Sequence[Node] | None = None,
+    instance: CallInstance | None = None,
+    signatures: bool = True,
 ) -> AttrPlan:
-    """Shardy's form: `sdy.sharding` per value on ops, on func args and results."""
+    """Shardy's form: `sdy.sharding` per value on ops, on func args and results.
+
+    `funcs`: only these functions (default: the module); `instance`: written
+    as that call instance of its callee found them (default: each value's
+    first slots); `signatures=False`: private callees' arguments and results
+    keep what was written (Shardy's propagation passes leave them, only its
+    pipeline gives callees signatures)."""
     g = built.graph
     p = built.problem
     plan = AttrPlan()
@@ -1054,50 +1129,72 @@ def write_plan(
                 )
         return found
 
-    for func in g.funcs():
+    def sharding_of(vid: int) -> Sh | None:
+        if instance is None:
+            return final_sharding(built, state, vid)
+        for s in instance.slots.get(vid, ()):
+            if state[s] is not None:
+                return state[s]
+        return None
+
+    manual = built.manual if instance is None else instance.manual
+    written = list(g.funcs()) if funcs is None else list(funcs)
+    for func in written:
         block = func.regions[0][0] if func.regions and func.regions[0] else None
-        if block is None:
+        if block is None or (not signatures and func.id in built.callees):
             continue
         for i, vid in enumerate(block.args):
-            sh = final_sharding(built, state, vid)
+            sh = sharding_of(vid)
             if sh is not None:
                 plan.set_arg(func.id, i, SHARDING, "#sdy.sharding" + text(sh))
-        n_results = sum(1 for (fid, _i) in built.func_result_slot if fid == func.id)
-        for i in range(n_results):
-            slot = built.func_result_slot[(func.id, i)]
+        if instance is not None and instance.func == func.id:
+            result_slots = list(instance.returns)
+        else:
+            n_results = sum(1 for (fid, _i) in built.func_result_slot if fid == func.id)
+            result_slots = [
+                built.func_result_slot[(func.id, i)] for i in range(n_results)
+            ]
+        for i, slot in enumerate(result_slots):
             sh = state[slot]
             if sh is not None:
                 plan.set_result(func.id, i, SHARDING, "#sdy.sharding" + text(sh))
-    for node_id, (ins, outs) in built.manual.items():
-        node = g.node(node_id)
+    nodes = (
+        list(g.walk())
+        if funcs is None
+        else [n for f in written for n in nested_ops(g, f)]
+    )
+    for node in nodes:
+        if node.op != "sdy.manual_computation" or node.id not in manual:
+            continue
+        ins, outs = manual[node.id]
         block = node.regions[0][0]
         for name, slots, values in (
             ("in_shardings", ins, block.args),
             ("out_shardings", outs, node.results),
         ):
             given = _opaque_text(node.attr(name))
-            written = parse_sharding_per_value(given) if given else ()
+            as_written = parse_sharding_per_value(given) if given else ()
             bodies = []
             for k, slot in enumerate(slots):
                 sh = state[slot]
                 if sh is None:
                     continue  # the attribute did not parse; reported already
-                if k < len(written) and _has_explicit_edge(g, values[k]):
+                if k < len(as_written) and _has_explicit_edge(g, values[k]):
                     # An explicit `sdy.data_flow_edge` on the block argument
                     # (or result) holds what propagation found, as in
                     # Shardy: the attribute stays as written.
-                    bodies.append(print_sharding_body(written[k]))
+                    bodies.append(print_sharding_body(as_written[k]))
                     continue
                 bodies.append(text(sh))
             if len(bodies) != len(slots):
                 continue
             plan.set_op(
-                node_id, name, "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>"
+                node.id, name, "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>"
             )
-    for node in g.walk():
+    for node in nodes:
         if not node.results or node.op == "sdy.manual_computation":
             continue
-        shs = [final_sharding(built, state, v) for v in node.results]
+        shs = [sharding_of(v) for v in node.results]
         if node.op in ("sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge"):
             sh = shs[0]
             if sh is not None:

@@ -132,7 +132,7 @@ sdy.mesh @mesh = <["x"=2, "y"=4]>
 // CHECK: stablehlo.abs
 // CHECK-SAME: {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x", ?}, {"y", ?}]>]>}
 // CHECK-LABEL: func private @callee(
-// CHECK-SAME: -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x", ?}, {"y", ?}]>})
+// CHECK-SAME: -> tensor<8x16xf32> {
 // CHECK: stablehlo.negate
 // CHECK-SAME: {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x", ?}, {"y", ?}]>]>}
 func.func @call_through_callee(%a: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> tensor<8x16xf32> {

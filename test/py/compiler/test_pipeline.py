@@ -98,11 +98,38 @@ def test_upstream_passes_parse_with_options_and_nesting() -> None:
         ("cse)", r"unbalanced '\)' at column 4"),
         ("canonicalize{max-iterations=x}", "bad options for pass 'canonicalize'"),
         ("sdy-basic-propagate", "one of Shardy's passes"),
+        (
+            "propagation-pipeline{dedup=true}",
+            r"no option dedup \(it takes dedup-functions-fully\)",
+        ),
+        (
+            "propagation-pipeline{dedup-functions-fully=maybe}",
+            "must be one of false, true",
+        ),
+        ("spmd-pipeline{x=1}", r"no option x \(it takes no options\)"),
     ],
 )
 def test_bad_pipelines_say_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(PipelineError, match=message):
         parse_pipeline(text, make_context())
+
+
+def test_pipeline_alias_options_choose_the_expansion() -> None:
+    from meshjit.passes import PropagatePass
+    from meshjit.passes.propagation.calls import Callees
+
+    def callees(text: str) -> Callees:
+        stages = parse_pipeline(text, make_context())
+        (prop,) = [s for s in stages if isinstance(s, PropagatePass)]
+        return prop.callees
+
+    assert callees("propagation-pipeline") is Callees.COPIES
+    assert (
+        callees("propagation-pipeline{dedup-functions-fully=false}") is Callees.COPIES
+    )
+    assert callees("propagation-pipeline{dedup-functions-fully=true}") is Callees.SHARED
+    assert callees("propagation-pipeline{dedup-functions-fully}") is Callees.SHARED
+    assert callees("propagate") is Callees.AS_WRITTEN
 
 
 def test_empty_pipeline_is_no_stages() -> None:

@@ -1,0 +1,193 @@
+"""Function copies per call site, merged where their shardings agree.
+
+Propagation reads a private function once per `func.call` site, as if inlined
+there (`build.CallInstance`), so two calls of one function may find different
+shardings for its values. Shardy's propagation pipeline gives each call site
+its own copy of the callee (flatten-call-graph), propagates, and merges copies
+whose argument and result shardings are equal (unflatten-call-graph). This
+module writes the same answer from the instances:
+
+- names: copies are made in post-order (the calls inside a callee before the
+  call of it), the first of a name keeping it, later ones `name_N` with one
+  counter for the module (MLIR's symbol-table uniquing, as Shardy's export of
+  named computations names them);
+- merging: walking the calls in module order, a call uses the first copy with
+  its callee's original name and equal argument and result shardings;
+- copies no call uses are dropped; the survivors follow the functions that
+  are not private callees, in creation order.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from meshjit.compiler.graph import Node, invalidate_graphs, op_handles, write_attrs
+from meshjit.compiler.ir import ir
+from meshjit.passes.propagation.build import Built, nested_ops, write_plan
+from meshjit.passes.propagation.core import Sh
+
+
+class Callees(enum.Enum):
+    """How propagation writes private functions called with `func.call`."""
+
+    AS_WRITTEN = "as-written"  # one body; signatures keep what was written
+    SHARED = "shared"  # one body, signatures from the first call
+    COPIES = "copies"  # a copy per call site, equal copies merged
+
+
+@dataclass(frozen=True, slots=True)
+class CopyPlan:
+    """Which functions the module gets, and which one each call uses."""
+
+    name_of: dict[int, str]  # instance -> its copy's name
+    target: dict[int, int]  # instance -> the instance whose copy it calls
+    live: list[int]  # instances whose copies are kept, in creation order
+
+
+def _signature(
+    built: Built, state: Sequence[Sh | None], inst: int
+) -> tuple[tuple[Sh | None, ...], tuple[Sh | None, ...]]:
+    instance = built.instances[inst]
+    func = built.graph.node(instance.func)
+    args = func.regions[0][0].args
+
+    def first(slots: Sequence[int]) -> Sh | None:
+        for s in slots:
+            if state[s] is not None:
+                return state[s]
+        return None
+
+    ins = tuple(first(instance.slots.get(a, ())) for a in args)
+    outs = tuple(state[s] for s in instance.returns)
+    return ins, outs
+
+
+def plan_copies(built: Built, state: Sequence[Sh | None]) -> CopyPlan | None:
+    """The copies Shardy's pipeline would leave; None where the module's calls
+    cannot be copied (a recursive or unknown callee, a call of a function
+    that is not a private callee)."""
+    g = built.graph
+    instances = built.instances
+    if not instances or built.opaque_calls:
+        return None
+    if any(inst.func not in built.callees for inst in instances):
+        return None
+
+    def base(inst: int) -> str:
+        name = g.node(instances[inst].func).attr("sym_name")
+        assert isinstance(name, str)
+        return name
+
+    used = {
+        n.attr("sym_name")
+        for n in g.funcs()
+        if n.id not in built.callees and isinstance(n.attr("sym_name"), str)
+    }
+    counter = 0
+    name_of: dict[int, str] = {}
+    created: list[int] = []
+
+    def visit(inst: int) -> None:
+        nonlocal counter
+        for child in instances[inst].children:
+            visit(child)
+        name = base(inst)
+        if name in used:
+            while f"{name}_{counter}" in used:
+                counter += 1
+            name = f"{name}_{counter}"
+            counter += 1
+        used.add(name)
+        name_of[inst] = name
+        created.append(inst)
+
+    roots = [f.id for f in g.funcs() if f.id not in built.callees]
+    for root in roots:
+        for inst in built.root_calls.get(root, []):
+            visit(inst)
+
+    first: dict[tuple[object, ...], int] = {}
+    target: dict[int, int] = {}
+
+    def merge(inst: int) -> None:
+        key = (base(inst), *_signature(built, state, inst))
+        target[inst] = first.setdefault(key, inst)
+
+    for root in roots:
+        for inst in built.root_calls.get(root, []):
+            merge(inst)
+    for inst in created:
+        for child in instances[inst].children:
+            merge(child)
+
+    live: set[int] = set()
+    stack = [target[i] for r in roots for i in built.root_calls.get(r, [])]
+    while stack:
+        inst = stack.pop()
+        if inst in live:
+            continue
+        live.add(inst)
+        stack.extend(target[c] for c in instances[inst].children)
+    return CopyPlan(name_of, target, [i for i in created if i in live])
+
+
+def write_copies(
+    module: ir.Module, built: Built, state: Sequence[Sh | None], plan: CopyPlan
+) -> None:
+    """Rewrites the module's functions as `plan` says, each written with its
+    instance's shardings; the functions that are not private callees are
+    written as usual."""
+    g = built.graph
+    handles = op_handles(module)
+    roots = [f for f in g.funcs() if f.id not in built.callees]
+    write_attrs(module, write_plan(built, state, funcs=roots), handles)
+    instances = built.instances
+    with module.context, ir.Location.unknown():
+        for root in roots:
+            for inst in built.root_calls.get(root.id, []):
+                _set_callee(handles[instances[inst].call], plan, inst)
+        end = ir.InsertionPoint(module.body)
+        for inst in plan.live:
+            func: Node = g.node(instances[inst].func)
+            copy = handles[func.id].clone(ip=end)
+            copy.attributes["sym_name"] = ir.StringAttr.get(plan.name_of[inst])
+            inner = [n.id for n in nested_ops(g, func)]
+            ops = _walk(copy)
+            if len(ops) != len(inner):  # a clone has the original's ops
+                raise AssertionError("a function copy differs from its original")
+            mapping = dict(zip(inner, ops, strict=True))
+            mapping[func.id] = copy
+            for child in instances[inst].children:
+                _set_callee(mapping[instances[child].call], plan, child)
+            write_attrs(
+                module,
+                write_plan(built, state, funcs=[func], instance=instances[inst]),
+                mapping,
+            )
+        for fid in sorted(built.callees, reverse=True):
+            handles[fid].erase()
+    invalidate_graphs(module)
+
+
+def _set_callee(op: ir.Operation, plan: CopyPlan, inst: int) -> None:
+    name = plan.name_of[plan.target[inst]]
+    op.attributes["callee"] = ir.FlatSymbolRefAttr.get(name)
+
+
+def _walk(op: ir.Operation) -> list[ir.Operation]:
+    out: list[ir.Operation] = []
+
+    def go(block: ir.Block) -> None:
+        for o in block.operations:
+            operation = o.operation
+            out.append(operation)
+            for region in operation.regions:
+                for b in region.blocks:
+                    go(b)
+
+    for region in op.regions:
+        for b in region.blocks:
+            go(b)
+    return out
