@@ -444,12 +444,16 @@ def _within_factor(a: Ax, tp: TP, fsh: FS, sharded: int, factor_size: int) -> Ax
     for x in fsh.axes:
         if contains(x, r):
             return r
-    if (
-        not fsh.closed
-        and not fsh.overflow
-        and (fsh.minor or factor_size % sharded == 0)
-    ):
-        return r
+    if not fsh.closed and not fsh.overflow:
+        if fsh.minor or factor_size % sharded == 0:
+            return r
+        # A major factor's shards must divide it: the axis's prefix that
+        # fills what is left of the factor, if any (Shardy splits the axis).
+        before = sharded // a[2]
+        if factor_size % before == 0:
+            g = gcd(factor_size // before, r[2])
+            if g > 1:
+                return (r[0], r[1], g)
     if fsh.axes and prefix_of(fsh.axes[-1], r):
         return fsh.axes[-1]
     return None
@@ -644,10 +648,31 @@ def identity_rule(
     )
 
 
-def _stage_direction(op: POp, factor: int, stage: int, op_priority: bool) -> int:
+# Conservative propagation carries no sharding across these ops' factors of
+# these kinds: the dims that move data (sliced, padded, concatenated, windowed
+# dims), as Shardy's rules for them block such factors in conservative mode.
+_CONSERVATIVE_BLOCKS: dict[str, frozenset[FactorKind]] = {
+    "stablehlo.slice": frozenset({FactorKind.PERMUTATION}),
+    "stablehlo.pad": frozenset({FactorKind.PERMUTATION}),
+    "stablehlo.concatenate": frozenset({FactorKind.PERMUTATION}),
+    "stablehlo.reduce_window": frozenset({FactorKind.PERMUTATION}),
+    "stablehlo.convolution": frozenset({FactorKind.PERMUTATION}),
+    "stablehlo.select_and_scatter": frozenset(
+        {FactorKind.PERMUTATION, FactorKind.NEED_REPLICATION}
+    ),
+}
+
+
+def _stage_direction(
+    op: POp, factor: int, stage: int, op_priority: bool, conservative: bool = False
+) -> int:
     """Shardy's op-priority schedule; stage k allows the union of stages 0..k."""
     if op.kind is OpKind.BARRIER:
         return op.barrier
+    if conservative and op.rule.kind(factor) in _CONSERVATIVE_BLOCKS.get(
+        op.name, frozenset()
+    ):
+        return NONE
     if op.rule.kind(factor) is FactorKind.BLOCKED:
         # Shardy's blocked_propagation: a factor whose size differs between
         # operand and result (dynamic_slice, gather offsets, rfft) carries no
@@ -874,6 +899,9 @@ class Propagator:
                     op.barrier,
                     rule.kinds,
                     rule.num_factors,
+                    op.name
+                    if self.o.conservative and op.name in _CONSERVATIVE_BLOCKS
+                    else "",
                 )
                 c = classes.get(key)
                 if c is None:
@@ -884,7 +912,8 @@ class Propagator:
         per_class: list[tuple[int, ...] | None] = []
         for op in self._class_rep:
             found = tuple(
-                _stage_direction(op, f, stage, prio) for f in range(op.rule.num_factors)
+                _stage_direction(op, f, stage, prio, self.o.conservative)
+                for f in range(op.rule.num_factors)
             )
             per_class.append(
                 self._interned.setdefault(found, found) if any(found) else None

@@ -20,3 +20,15 @@ func.func @whole_axes_propagate(%arg0: tensor<16xf32> {sdy.sharding = #sdy.shard
   %0 = stablehlo.reshape %arg0 : (tensor<16xf32>) -> tensor<4x4xf32>
   return %0 : tensor<4x4xf32>
 }
+// -----
+sdy.mesh @mesh = <["a"=4, "b"=2]>
+// Conservative propagation carries nothing across dims that move data: the
+// sliced dims of a slice (and pad, concatenate, windowed dims) stay as they
+// are; the dim the slice keeps whole still propagates.
+// CHECK-LABEL: func @slice_dims_blocked(
+// CHECK: stablehlo.slice %arg0 [0:8, 4:8:2] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a", ?}, {?}]>]>}
+// SPLIT: stablehlo.slice %arg0 [0:8, 4:8:2] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a", ?}, {"b", ?}]>]>}
+func.func @slice_dims_blocked(%arg0: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"b"}]>}) -> tensor<8x2xf32> {
+  %0 = stablehlo.slice %arg0 [0:8, 4:8:2] : (tensor<8x8xf32>) -> tensor<8x2xf32>
+  return %0 : tensor<8x2xf32>
+}

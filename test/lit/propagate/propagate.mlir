@@ -180,3 +180,14 @@ func.func @compatible_sub_axes(%arg0: tensor<2x3xf32> {sdy.sharding = #sdy.shard
   %0 = stablehlo.sine %arg0 : tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+// -----
+sdy.mesh @mesh = <["a"=4, "b"=2]>
+// A major factor of a merged dim takes the axes that fill it, splitting the
+// one that overflows: dim 0 (size 4) holds "b" (2) and then only 2 of "a"'s
+// 4, so the result takes {"b", "a":(1)2}; the minor factor can then follow.
+// CHECK-LABEL: func @major_factor_filled_by_a_sub_axis(
+// CHECK: stablehlo.reshape %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"b", "a":(1)2, ?}]>]>}
+func.func @major_factor_filled_by_a_sub_axis(%arg0: tensor<4x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"b", "a"}, {}]>}) -> tensor<16xf32> {
+  %0 = stablehlo.reshape %arg0 : (tensor<4x4xf32>) -> tensor<16xf32>
+  return %0 : tensor<16xf32>
+}
