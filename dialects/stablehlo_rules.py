@@ -211,6 +211,7 @@ RULES.no_rule(
 )
 RULES.no_rule(
     _SHARDING_ANNOTATION,
+    "sdy.all_reduce",
     "sdy.propagation_barrier",
     "sdy.reshard",
     "sdy.sharding_group",

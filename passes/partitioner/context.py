@@ -182,6 +182,8 @@ class PartitionCtx:
         # -> the axes each device's copy is a partial sum over. They are held
         # as deferred partial sums over exactly those axes.
         self.unreduced: Mapping[int, DimAxes] = unreduced or {}
+        # sdy.all_reduce (operand, layout, kept axes) -> the first such result
+        self.all_reduced: dict[tuple[object, ...], int] = {}
         self._recomputable: dict[tuple[int, int], bool] = {}  # (value, depth)
         # The op of the entry function's body being partitioned (node id; -1
         # between ops): what the report's collectives and remarks point at.

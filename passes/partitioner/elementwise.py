@@ -85,6 +85,26 @@ def identity(node: Node, ctx: PartitionCtx) -> None:
     ctx.bind(vid, ctx.value_reshard(src, ctx.layout(vid), node, "operand 0"))
 
 
+def all_reduce(node: Node, ctx: PartitionCtx) -> None:
+    """sdy.all_reduce {axes}: the operand, a partial sum, summed over `axes`
+    into the result's layout; what the result is declared unreduced over
+    (its out_sharding's unreduced axes) stays a partial sum."""
+    vid, src = node.results[0], node.operands[0]
+    # Shardy's form puts one before each use: the same sum is made once.
+    key = ("sdy.all_reduce", src, ctx.layout(vid), ctx.unreduced.get(vid, ()))
+    found = ctx.scope.cached(key)
+    first = ctx.all_reduced.get(key)
+    if found is not None and first is not None:
+        ctx.bind(vid, found)
+        if first in ctx.deferred:
+            ctx.deferred[vid] = ctx.deferred[first]
+        return
+    partial = ctx.deferred.get(src, ((), ()))[1]
+    ctx.bind_result(vid, ctx.val(src), ctx.layout(src), node, partial)
+    ctx.scope.cache[key] = ctx.val(vid)
+    ctx.all_reduced[key] = vid
+
+
 def constant(node: Node, ctx: PartitionCtx) -> None:
     """A splat is built at its local shape; any other constant whole, then
     sliced to its layout."""

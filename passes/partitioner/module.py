@@ -89,8 +89,9 @@ def _read_layouts(
                 if isinstance(s, Opaque):
                     put(block.args[i], parse_sharding(s.text), node.loc)
             continue
-        if node.op in ("sdy.sharding_constraint", "sdy.reshard"):
-            s = node.attrs.get("sharding")
+        if node.op in ("sdy.sharding_constraint", "sdy.reshard", "sdy.all_reduce"):
+            name = "out_sharding" if node.op == "sdy.all_reduce" else "sharding"
+            s = node.attrs.get(name)
             if isinstance(s, Opaque):
                 put(node.results[0], parse_sharding(s.text), node.loc)
             continue
@@ -375,6 +376,7 @@ _USER_LAYOUT_OPS = frozenset(
         "func.call",
         "sdy.manual_computation",
         "sdy.propagation_barrier",
+        "sdy.all_reduce",
         "sdy.reshard",
         "sdy.sharding_constraint",
         "stablehlo.case",
@@ -463,6 +465,7 @@ _SPECIAL = {
     "sdy.data_flow_edge": "yes (identity)",
     "sdy.func_data_flow_edge": "yes (identity)",
     "sdy.reshard": "yes (reshard)",
+    "sdy.all_reduce": "yes (the partial sum reduced over its axes)",
     "sdy.sharding_constraint": "yes (reshard)",
     "stablehlo.case": "yes (branches partitioned)",
     "stablehlo.constant": "yes (splat: local; else sliced)",

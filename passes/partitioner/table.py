@@ -46,6 +46,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "sdy.manual_computation": control_flow.manual_computation,
         "sdy.propagation_barrier": elementwise.identity,
         "sdy.reshard": elementwise.identity,
+        "sdy.all_reduce": elementwise.all_reduce,
         "sdy.sharding_constraint": elementwise.identity,
         "sdy.sharding_group": elementwise.sharding_group,
         "stablehlo.all_reduce": elementwise.user_all_reduce,

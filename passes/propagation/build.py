@@ -565,8 +565,10 @@ class _Builder:
         if op == "sdy.propagation_barrier":
             self.barrier(node, operands, results)
             return
-        if op == "sdy.reshard":
+        if op in ("sdy.reshard", "sdy.all_reduce"):
             self.reshard(node, operands, results)
+            if op == "sdy.all_reduce":
+                return  # its out_sharding is fixed; nothing flows through it
         self.op_sharding_attr(node, results)
         rule = None if op == "sdy.reshard" else self.rule(node)
         if rule is not None:
@@ -750,9 +752,12 @@ class _Builder:
         return other.op == "sdy.manual_computation"
 
     def reshard(self, node: Node, operands: list[int], results: list[int]) -> None:
-        text = _opaque_text(node.attr("sharding"))
+        """sdy.reshard / sdy.all_reduce: the result starts with (and keeps)
+        the sharding the op names."""
+        attr = "out_sharding" if node.op == "sdy.all_reduce" else "sharding"
+        text = _opaque_text(node.attr(attr))
         if text is not None:
-            what = f"sdy.reshard at {node.loc}"
+            what = f"{node.op} at {node.loc}"
             self.user_sharding(
                 text, self.problem.shapes[results[0]], what, node.loc, results[0], True
             )
@@ -1192,7 +1197,7 @@ def write_plan(
                 node.id, name, "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>"
             )
     for node in nodes:
-        if not node.results or node.op == "sdy.manual_computation":
+        if not node.results or node.op in ("sdy.manual_computation", "sdy.all_reduce"):
             continue
         shs = [sharding_of(v) for v in node.results]
         if node.op in ("sdy.sharding_constraint", "sdy.reshard", "sdy.data_flow_edge"):

@@ -1,9 +1,10 @@
 """A function called at two sites that want different shardings.
 
-Shardy clones such callees (sdy-flatten-call-graph). meshjit propagates each
-call site as if inlined, writes the first site's shardings onto the callee,
-and the partitioner inlines calls at emission, resharding at the other site:
-the result is still exact, so meshjit does not need to clone for correctness.
+Propagation reads each call site as if inlined; with `callees=copies` (the
+propagation pipeline and meshjit.jit) each site gets its own copy of the
+callee, copies with equal signatures merged, as Shardy's pipeline does. The
+partitioner inlines calls at emission, so every copy is laid out as its
+call site wants and the answer is exact.
 """
 
 from __future__ import annotations
@@ -43,6 +44,18 @@ def test_callee_used_with_two_shardings_is_exact() -> None:
     )
     text = lowered.as_text()
     assert text.count("call @inner") == 2  # one callee, two call sites
+    from meshjit.compiler.ir import make_context, parse_module, print_module
+    from meshjit.compiler.pipeline import parse_pipeline, run_pipeline
+
+    ctx = make_context()
+    propagated = parse_module(text, ctx)
+    run_pipeline(parse_pipeline("propagation-pipeline", ctx), propagated, "-")
+    printed = print_module(propagated)
+    # two copies, each with its call site's layout
+    assert "func.func private @inner(" in printed
+    assert "func.func private @inner_0(" in printed
+    assert printed.count("call @inner(") == 1
+    assert printed.count("call @inner_0(") == 1
     compiled = compile_module(text, jax.devices(), "spmd-pipeline")
     rng = np.random.default_rng(0)
     a = rng.standard_normal((16, 32), dtype=np.float32)
@@ -51,3 +64,48 @@ def test_callee_used_with_two_shardings_is_exact() -> None:
     want = jax.jit(outer)(a, b)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.devices(8)
+@pytest.mark.parametrize("keep", ["", ', unreduced={"c"}'])
+def test_unreduced_values_get_all_reduces_that_partition_exactly(keep: str) -> None:
+    """propagation-pipeline writes an sdy.all_reduce where an unreduced value
+    meets a use that is not unreduced (Shardy's export form); spmd-pipeline
+    partitions it: the partial sum is summed over the all_reduce's axes."""
+    text = f"""
+sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>
+func.func @main(
+    %arg0: tensor<8x8xf32> {{sdy.sharding = #sdy.sharding<@mesh, [{{"a"}}, {{"b", "c"}}]>}},
+    %arg1: tensor<8x16xf32>)
+    -> (tensor<8x16xf32> {{sdy.sharding = #sdy.sharding<@mesh, [{{?}}, {{"b", "c"}}]>}}) {{
+  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0]
+    {{sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{{?}}, {{?}}], unreduced={{"b", "c"}}>]>}} :
+    (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %1 = stablehlo.add %0, %0
+    {{sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{{?}}, {{?}}]{keep}>]>}} : tensor<8x16xf32>
+  return %1 : tensor<8x16xf32>
+}}
+"""
+    from meshjit.compiler.ir import make_context, parse_module, print_module
+    from meshjit.compiler.pipeline import parse_pipeline, run_pipeline
+
+    ctx = make_context()
+    propagated = parse_module(text, ctx)
+    run_pipeline(parse_pipeline("propagation-pipeline", ctx), propagated, "-")
+    printed = print_module(propagated)
+    if keep:  # {"b"} before the add (per use), {"c"} before the return
+        assert printed.count('sdy.all_reduce {"b"}') == 2
+        assert printed.count('sdy.all_reduce {"c"}') == 1
+    else:
+        assert printed.count('sdy.all_reduce {"b", "c"}') == 2
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 2, 2), ("a", "b", "c"))
+    compiled = compile_module(text, jax.devices(), "spmd-pipeline")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 8), dtype=np.float32)
+    w = rng.standard_normal((8, 16), dtype=np.float32)
+    (got,) = compiled.executable(
+        jax.device_put(x, NamedSharding(mesh, P("a", ("b", "c")))),
+        # propagation gives %arg1 the contracting dim's axes
+        jax.device_put(w, NamedSharding(mesh, P(("b", "c"), None))),
+    )
+    np.testing.assert_allclose(np.asarray(got), 2 * (x @ w), rtol=1e-5, atol=1e-5)
