@@ -72,20 +72,23 @@ def test_unreduced_values_get_all_reduces_that_partition_exactly(keep: str) -> N
     """propagation-pipeline writes an sdy.all_reduce where an unreduced value
     meets a use that is not unreduced (Shardy's export form); spmd-pipeline
     partitions it: the partial sum is summed over the all_reduce's axes."""
-    text = f"""
+    text = """
 sdy.mesh @mesh = <["a"=2, "b"=2, "c"=2]>
 func.func @main(
-    %arg0: tensor<8x8xf32> {{sdy.sharding = #sdy.sharding<@mesh, [{{"a"}}, {{"b", "c"}}]>}},
+    %arg0: tensor<8x8xf32>
+      {sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {"b", "c"}]>},
     %arg1: tensor<8x16xf32>)
-    -> (tensor<8x16xf32> {{sdy.sharding = #sdy.sharding<@mesh, [{{?}}, {{"b", "c"}}]>}}) {{
+    -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{?}, {"b", "c"}]>}) {
   %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0]
-    {{sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{{?}}, {{?}}], unreduced={{"b", "c"}}>]>}} :
+    {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{?}, {?}],
+                                              unreduced={"b", "c"}>]>} :
     (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
   %1 = stablehlo.add %0, %0
-    {{sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{{?}}, {{?}}]{keep}>]>}} : tensor<8x16xf32>
+    {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{?}, {?}]KEEP>]>}
+    : tensor<8x16xf32>
   return %1 : tensor<8x16xf32>
-}}
-"""
+}
+""".replace("KEEP", keep)
     from meshjit.compiler.ir import make_context, parse_module, print_module
     from meshjit.compiler.pipeline import parse_pipeline, run_pipeline
 
