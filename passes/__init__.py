@@ -29,10 +29,11 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
 # renaming of constraints to reshards (the partitioner reads both alike, and
 # the rename costs a print and a parse of the module).
 JIT_PROPAGATION = (
-    "import-shardings,propagate{callees=copies},export-shardings{close-shardings=true}"
+    "import-shardings,propagate{callees=copies apply-in-shardings=true},"
+    "export-shardings{close-shardings=true}"
 )
 _PROPAGATION_PIPELINE = (
-    "import-shardings,propagate{{callees={callees}}},"
+    "import-shardings,propagate{{callees={callees} apply-in-shardings=true}},"
     "export-shardings{{close-shardings=true constraints-to-reshards=true}}"
 )
 

@@ -81,10 +81,22 @@ class PropagatePass(ModulePass):
     # with dedup-functions-fully), copies (a copy per call site, copies with
     # equal argument and result shardings merged: Shardy's pipeline)
     callees: Callees = Callees.AS_WRITTEN
+    # write Shardy's `sdy.sharding_origins` (per value and axis, the user
+    # sharding the axis came from: "self", "input: 0", "constraint_1", ...)
+    debug_sharding_origins: bool = False
+    # an unsharded operand of a manual computation takes its closed
+    # in_sharding (Shardy's apply-sharding-constraints, which its propagation
+    # pipeline runs before propagating and its propagation passes do not)
+    apply_in_shardings: bool = False
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         options = Options(
-            self.strategy, self.op_priority, self.user_priority, self.conservative
+            self.strategy,
+            self.op_priority,
+            self.user_priority,
+            self.conservative,
+            self.debug_sharding_origins,
+            self.apply_in_shardings,
         )
         explain = diags.wants("explain")
         html = diags.wants("html")  # meshjit.report: provenance for the page
@@ -100,15 +112,23 @@ class PropagatePass(ModulePass):
         if html:
             diags.payloads["propagation"] = result
         copies = None
+        origins = (
+            result.provenance.axis_origins if self.debug_sharding_origins else None
+        )
         if self.callees is Callees.COPIES:
             copies = plan_copies(result.built, result.state)
         if copies is not None:
-            write_copies(module, result.built, result.state, copies)
+            write_copies(module, result.built, result.state, copies, origins)
         else:
             signatures = self.callees is not Callees.AS_WRITTEN
             write_attrs(
                 module,
-                write_plan(result.built, result.state, signatures=signatures),
+                write_plan(
+                    result.built,
+                    result.state,
+                    signatures=signatures,
+                    origins=origins,
+                ),
             )
         if explain:
             diags.report(

@@ -159,7 +159,19 @@ PROPAGATE_PASSES = {
     "sdy-op-priority-propagate": ("aggressive", True, False),
     "sdy-user-priority-propagate": ("aggressive", True, True),
 }
-FOLDED_PASSES = ("sdy-add-data-flow-edges", "sdy-sink-data-flow-edges")
+FOLDED_PASSES = (
+    "sdy-add-data-flow-edges",
+    "sdy-sink-data-flow-edges",
+    "sdy-apply-sharding-constraints",
+)
+# Shardy's debug options -> the propagate option that writes the same form
+DEBUG_OPTIONS = {
+    "debug-sharding-origins": "debug-sharding-origins",
+    # -sdy-apply-sharding-constraints: meshjit's propagate applies constraints
+    # itself; a manual computation's in_shardings only with this option
+    "apply-in-shardings": "apply-in-shardings",
+}
+DEBUG_DIR = Path("shardy/dialect/sdy/transforms/propagation/debugging/test")
 
 
 # --- RUN lines ---------------------------------------------------------------------
@@ -202,6 +214,7 @@ def map_run_line(run_line: str) -> RunSpec:
     meshjit: list[str] = []
     notes: list[str] = []
     unmapped = False
+    debug: set[str] = set()  # Shardy debug options asked for anywhere
     for arg in opt_args:
         if not arg.startswith("-sdy-"):
             continue
@@ -210,6 +223,9 @@ def map_run_line(run_line: str) -> RunSpec:
         shardy.append(f"{name}{{{opt_text}}}" if opt_text else name)
         if name in FOLDED_PASSES:
             notes.append(f"-{name} folded into propagate")
+            debug.update(k for k in options if k in DEBUG_OPTIONS and _bool(options[k]))
+            if name == "sdy-apply-sharding-constraints":
+                debug.add("apply-in-shardings")
             continue
         if name in PROPAGATE_PASSES:
             strategy, op_prio, user_prio = PROPAGATE_PASSES[name]
@@ -226,6 +242,8 @@ def map_run_line(run_line: str) -> RunSpec:
                     conservative = _bool(value)
                 elif key == "keep-sharding-rules":
                     keep_rules = _bool(value)
+                elif key in DEBUG_OPTIONS and _bool(value):
+                    debug.add(key)
                 else:
                     notes.append(f"{key}={value} option unsupported")
             opts = (
@@ -251,6 +269,12 @@ def map_run_line(run_line: str) -> RunSpec:
         else:
             notes.append(f"-{name} has no meshjit equivalent")
             unmapped = True
+    if debug:
+        # the debug option may come on a folded pass before or after propagate
+        for i, piece in enumerate(meshjit):
+            if piece.startswith("propagate{"):
+                extra = " ".join(f"{DEBUG_OPTIONS[d]}=true" for d in sorted(debug))
+                meshjit[i] = piece[:-1] + " " + extra + "}"
     pipeline = ",".join(meshjit) if meshjit and not unmapped else None
     return RunSpec(
         run_line=run_line.strip(),
@@ -311,7 +335,10 @@ def split_cases(name: str, text: str, split: bool) -> list[Case]:
     return cases
 
 
-def find_test_dir(checkout: Path) -> Path | None:
+def find_test_dir(checkout: Path, debugging: bool = False) -> Path | None:
+    if debugging:
+        found = checkout / DEBUG_DIR
+        return found if found.is_dir() and any(found.glob("*.mlir")) else None
     for candidate in (checkout / TEST_DIR, checkout):
         if candidate.is_dir() and any(candidate.glob("*propagation*.mlir")):
             return candidate
@@ -1111,6 +1138,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also run Shardy's own passes on every case (a reference)",
     )
     parser.add_argument("--verbose", action="store_true", help="a line per case")
+    parser.add_argument(
+        "--debugging",
+        action="store_true",
+        help="run the debugging cases instead (propagation/debugging/test: "
+        "debug-sharding-origins and debug-propagation-edge-sharding)",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument(
         "--per-case",
@@ -1133,9 +1166,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.filecheck:
         os.environ[FILECHECK_ENV] = args.filecheck
     checkout = args.checkout.resolve()
-    test_dir = find_test_dir(checkout)
+    test_dir = find_test_dir(checkout, args.debugging)
     if test_dir is None:
-        parser.error(f"{checkout} has no {TEST_DIR}/*.mlir (not a shardy checkout?)")
+        wanted = DEBUG_DIR if args.debugging else TEST_DIR
+        parser.error(f"{checkout} has no {wanted}/*.mlir (not a shardy checkout?)")
     start = time.perf_counter()
     specs: dict[str, RunSpec] = {}
     cases: list[Case] = []

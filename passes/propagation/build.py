@@ -69,6 +69,13 @@ _IMPURE = frozenset(
     {"stablehlo.rng", "stablehlo.rng_bit_generator", "stablehlo.custom_call"}
 )
 _MAX_CALL_DEPTH = 64
+# Shardy's debug-sharding-origins attributes
+ORIGINS = "sdy.sharding_origins"
+ORIGIN_NAME = "sdy.sharding_origin_name"
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
+_DATA_FLOW_OPS = frozenset(
+    {"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier"}
+)
 # Priority of a dim sharding written without `pN` (Shardy's kDefaultPriority).
 DEFAULT_PRIORITY = 0
 
@@ -113,6 +120,9 @@ class Built:
     root_calls: dict[int, list[int]] = field(default_factory=dict)
     callees: set[int] = field(default_factory=set)  # private funcs called
     opaque_calls: bool = False  # a call not read through (recursive, unknown)
+    # Shardy's origin names of sdy.sharding_constraint and manual computation
+    # nodes ("constraint_0", "mc_0"), in walk order
+    origin_names: dict[int, str] = field(default_factory=dict)
 
 
 def _axis(a: AxisRef, sizes: Mapping[str, int]) -> Ax:
@@ -187,6 +197,7 @@ class _Builder:
         # operands through a data-flow edge in Shardy (a named computation's
         # arguments), so a constraint inside the callee is not applied back
         self.callee_args: set[int] = set()
+        self.origin_counts: dict[str, int] = {}
 
     # -- meshes and shardings ---------------------------------------------
 
@@ -397,6 +408,7 @@ class _Builder:
         for i, vid in enumerate(block.args):
             slot = self.new_slot(vid, f"argument {i} of @{name}")
             env[vid] = slot
+            self.problem.source_names[slot] = f"input: {i}"
             text = _dict_sharding(arg_attrs, i)
             shape = self.g.value(vid).shape
             if text is not None and shape is not None:
@@ -414,6 +426,7 @@ class _Builder:
             shape = self.problem.shapes[ret]
             res = self.problem.add_value(shape, f"result {i} of @{name}")
             self.out.func_result_slot[(func.id, i)] = res
+            self.problem.source_names[res] = f"output: {i}"
             text = _dict_sharding(res_attrs, i)
             if text is not None:
                 self.user_sharding(
@@ -703,6 +716,8 @@ class _Builder:
         self.user_sharding(
             text, self.problem.shapes[results[0]], what, node.loc, results[0], True
         )
+        name = self.origin_name(node, "constraint")
+        self.problem.source_names[results[0]] = name
         src = operands[0]
         vid = node.operands[0]
         p = self.problem
@@ -728,6 +743,7 @@ class _Builder:
                 p.user[src] = p.user[results[0]]
                 p.priorities[src] = dict(p.priorities[results[0]])
             p.origins.append(Origin(src, f"{what} (applied to its input)", node.loc))
+            p.initial_origin[src] = name
         self.add_op(
             POp(
                 node.op,
@@ -933,13 +949,16 @@ class _Builder:
             return
         ins: list[int] = []
         inner = dict(env)
+        mc = self.origin_name(node, "mc")
         for i, (src, ts, arg) in enumerate(
             zip(operands, in_sh, block.args, strict=True)
         ):
             what = f"in_shardings[{i}] of sdy.manual_computation at {node.loc}"
             edge = p.add_value(p.shapes[src], what)
+            p.source_names[edge] = f"{mc}_input: {i}"
             self.set_initial(ts, p.shapes[src], what, node.loc, edge)
             self.forbid_manual(edge, ts, manual)
+            self.apply_in_sharding(node, i, src, edge)
             ins.append(edge)
             self.add_op(self.edge_op(node, f"operand {i}", (src,), edge), [edge])
             local = self.new_slot(arg, f"argument {i} of sdy.manual_computation")
@@ -950,6 +969,7 @@ class _Builder:
         for i, (ret, ts, res) in enumerate(zip(returns, out_sh, results, strict=True)):
             what = f"out_shardings[{i}] of sdy.manual_computation at {node.loc}"
             edge = p.add_value(p.shapes[res], what)
+            p.source_names[edge] = f"{mc}_output: {i}"
             self.set_initial(ts, p.shapes[res], what, node.loc, edge)
             self.forbid_manual(edge, ts, manual)
             outs.append(edge)
@@ -958,6 +978,44 @@ class _Builder:
         self.out.manual[node.id] = (ins, outs)
         if self.instance_stack:
             self.out.instances[self.instance_stack[-1]].manual[node.id] = (ins, outs)
+
+    def apply_in_sharding(self, node: Node, i: int, src: int, edge: int) -> None:
+        """apply-sharding-constraints for a manual computation's operand: an
+        operand without a sharding may take a closed in_sharding as its own,
+        unless another constraint or manual computation uses it too (as for
+        a sharding constraint); noted here, done by propagation with
+        `Options.apply_in_shardings` (Shardy's import pass, which its
+        propagation pipeline runs and its propagation passes do not)."""
+        p = self.problem
+        given = p.values[edge]
+        vid = node.operands[i]
+        if (
+            given is None
+            or not all(given.closed)
+            or p.values[src] is not None
+            or src in p.user
+            or src in self.edge_targets
+            or vid in self.callee_args
+            or any(
+                u != node.id and self.g.node(u).op in _CONSTRAINING
+                for u in self.g.users(vid)
+            )
+            or sum(1 for x in node.operands if x == vid) > 1
+        ):
+            return
+        # Applied only where the propagation pipeline asks (Options.
+        # apply_in_shardings), so that the problem stays one for every pass.
+        p.in_sharding_applies.append((src, edge))
+
+    def origin_name(self, node: Node, kind: str) -> str:
+        """Shardy's name of a constraint or manual computation ("constraint_0",
+        "mc_0"): numbered per kind in the order they are first read."""
+        name = self.out.origin_names.get(node.id)
+        if name is None:
+            count = self.origin_counts.get(kind, 0)
+            self.origin_counts[kind] = count + 1
+            name = self.out.origin_names[node.id] = f"{kind}_{count}"
+        return name
 
     def forbid_manual(
         self, edge: int, ts: TensorSharding, manual: frozenset[str]
@@ -1109,6 +1167,7 @@ def write_plan(
     funcs: Sequence[Node] | None = None,
     instance: CallInstance | None = None,
     signatures: bool = True,
+    origins: Mapping[int, Mapping[Ax, str]] | None = None,
 ) -> AttrPlan:
     """Shardy's form: `sdy.sharding` per value on ops, on func args and results.
 
@@ -1135,12 +1194,38 @@ def write_plan(
         return found
 
     def sharding_of(vid: int) -> Sh | None:
-        if instance is None:
-            return final_sharding(built, state, vid)
-        for s in instance.slots.get(vid, ()):
+        slot = slot_of(vid)
+        return state[slot] if slot >= 0 else None
+
+    def slot_of(vid: int) -> int:
+        slots = (
+            built.all_slots.get(vid, [])
+            if instance is None
+            else (instance.slots.get(vid, []))
+        )
+        for s in slots:
             if state[s] is not None:
-                return state[s]
-        return None
+                return s
+        return -1
+
+    names = p.source_names
+
+    def origin_text(slot: int) -> str:
+        """Shardy's `{a = "self", c = "input: 1"}` for a value's axes."""
+        assert origins is not None
+        own = names.get(slot)
+        sh = state[slot]
+        sizes = p.meshes.get(sh.mesh, {}) if sh is not None else {}
+        items = []
+        for a, name in origins.get(slot, {}).items():
+            whole = a[1] == 1 and a[2] == sizes.get(a[0])
+            key = (
+                a[0]
+                if whole and _IDENT.fullmatch(a[0])
+                else (print_string(a[0] if whole else f"{a[0]}:({a[1]}){a[2]}"))
+            )
+            items.append(f"{key} = {print_string('self' if name == own else name)}")
+        return "{" + ", ".join(items) + "}"
 
     manual = built.manual if instance is None else instance.manual
     written = list(g.funcs()) if funcs is None else list(funcs)
@@ -1152,6 +1237,8 @@ def write_plan(
             sh = sharding_of(vid)
             if sh is not None:
                 plan.set_arg(func.id, i, SHARDING, "#sdy.sharding" + text(sh))
+                if origins is not None and origins.get(slot_of(vid)):
+                    plan.set_arg(func.id, i, ORIGINS, origin_text(slot_of(vid)))
         if instance is not None and instance.func == func.id:
             result_slots = list(instance.returns)
         else:
@@ -1163,6 +1250,8 @@ def write_plan(
             sh = state[slot]
             if sh is not None:
                 plan.set_result(func.id, i, SHARDING, "#sdy.sharding" + text(sh))
+                if origins is not None and origins.get(slot):
+                    plan.set_result(func.id, i, ORIGINS, origin_text(slot))
     nodes = (
         list(g.walk())
         if funcs is None
@@ -1196,6 +1285,12 @@ def write_plan(
             plan.set_op(
                 node.id, name, "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>"
             )
+            if origins is not None:
+                attr = "block_arg" if name == "in_shardings" else "result"
+                dicts = ", ".join(origin_text(slot) for slot in slots)
+                plan.set_op(node.id, f"sdy.{attr}_sharding_origins", f"[{dicts}]")
+        if origins is not None and node.id in built.origin_names:
+            plan.set_op(node.id, ORIGIN_NAME, print_string(built.origin_names[node.id]))
     for node in nodes:
         if not node.results or node.op in ("sdy.manual_computation", "sdy.all_reduce"):
             continue
@@ -1204,6 +1299,13 @@ def write_plan(
             sh = shs[0]
             if sh is not None:
                 plan.set_op(node.id, "sharding", "#sdy.sharding" + text(sh))
+            if origins is not None and node.id in built.origin_names:
+                plan.set_op(
+                    node.id, ORIGIN_NAME, print_string(built.origin_names[node.id])
+                )
+                found = slot_of(node.results[0])
+                if found >= 0 and origins.get(found):
+                    plan.set_op(node.id, ORIGINS, origin_text(found))
             continue
         present = [s for s in shs if s is not None]
         if not present or any(v in built.edge_owned for v in node.results):
@@ -1218,6 +1320,20 @@ def write_plan(
         new = "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>"
         if _opaque_text(node.attr(SHARDING)) != new:
             plan.set_op(node.id, SHARDING, new)
+        if origins is not None:
+            per_result = [
+                origin_text(slot_of(v)) if slot_of(v) >= 0 else "{}"
+                for v in node.results
+            ]
+            while per_result and per_result[-1] == "{}":
+                per_result.pop()
+            if per_result:
+                attr = (
+                    "sdy.result_sharding_origins"
+                    if node.op in _DATA_FLOW_OPS
+                    else ORIGINS
+                )
+                plan.set_op(node.id, attr, "[" + ", ".join(per_result) + "]")
     return plan
 
 

@@ -20,11 +20,12 @@ module writes the same answer from the instances:
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from meshjit.compiler.graph import Node, invalidate_graphs, op_handles, write_attrs
 from meshjit.compiler.ir import ir
+from meshjit.passes.propagation.axes import Ax
 from meshjit.passes.propagation.build import Built, nested_ops, write_plan
 from meshjit.passes.propagation.core import Sh
 
@@ -134,7 +135,11 @@ def plan_copies(built: Built, state: Sequence[Sh | None]) -> CopyPlan | None:
 
 
 def write_copies(
-    module: ir.Module, built: Built, state: Sequence[Sh | None], plan: CopyPlan
+    module: ir.Module,
+    built: Built,
+    state: Sequence[Sh | None],
+    plan: CopyPlan,
+    origins: Mapping[int, Mapping[Ax, str]] | None = None,
 ) -> None:
     """Rewrites the module's functions as `plan` says, each written with its
     instance's shardings; the functions that are not private callees are
@@ -142,7 +147,7 @@ def write_copies(
     g = built.graph
     handles = op_handles(module)
     roots = [f for f in g.funcs() if f.id not in built.callees]
-    write_attrs(module, write_plan(built, state, funcs=roots), handles)
+    write_attrs(module, write_plan(built, state, funcs=roots, origins=origins), handles)
     instances = built.instances
     with module.context, ir.Location.unknown():
         for root in roots:
@@ -163,7 +168,13 @@ def write_copies(
                 _set_callee(mapping[instances[child].call], plan, child)
             write_attrs(
                 module,
-                write_plan(built, state, funcs=[func], instance=instances[inst]),
+                write_plan(
+                    built,
+                    state,
+                    funcs=[func],
+                    instance=instances[inst],
+                    origins=origins,
+                ),
                 mapping,
             )
         for fid in sorted(built.callees, reverse=True):

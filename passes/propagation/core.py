@@ -169,6 +169,9 @@ class Provenance:
     steps: list[Step] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
     visits: int = 0  # ops taken off the worklist: the work done, deterministic
+    # with Options.origins: value -> axis -> the name of the user sharding it
+    # came from (`Problem.source_names`), as Shardy's sharding origins
+    axis_origins: dict[int, dict[Ax, str]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -197,6 +200,16 @@ class Problem:
     # shardings on either propagate to each other (Shardy compares meshes by
     # their definition, not their name)
     same_mesh: dict[str, str] = field(default_factory=dict)
+    # Shardy's sharding-origin names (debug-sharding-origins): value -> the
+    # name of the user sharding it is ("input: 0", "output: 1",
+    # "constraint_0", "mc_0_input: 0"), and value -> the name its initial
+    # axes came from where that is another's (a constraint applied to its
+    # input)
+    source_names: dict[int, str] = field(default_factory=dict)
+    initial_origin: dict[int, str] = field(default_factory=dict)
+    # (operand, in_sharding slot) of manual computations whose closed
+    # in_sharding an unsharded operand takes under Options.apply_in_shardings
+    in_sharding_applies: list[tuple[int, int]] = field(default_factory=list)
     # value -> axis names propagation never adds to it (a manual
     # computation's in/out shardings take no manual axis from outside:
     # manual axes come first there, as the user wrote them)
@@ -216,6 +229,12 @@ class Options:
     op_priority: bool = True
     user_priority: bool = True
     conservative: bool = False  # never propagate sub-axes
+    # keep, per value and axis, the user sharding the axis came from
+    # (Shardy's debug-sharding-origins); implies recording provenance
+    origins: bool = False
+    # an unsharded operand of a manual computation takes its closed
+    # in_sharding (Shardy's apply-sharding-constraints import pass)
+    apply_in_shardings: bool = False
 
 
 # ---------------------------------------------------------------------------
@@ -778,9 +797,30 @@ class Propagator:
     def __init__(self, problem: Problem, options: Options, record: bool = True):
         self.p = problem
         self.o = options
-        self.record = record
+        self.record = record or options.origins
         self.state: list[Sh | None] = list(problem.values)
         self.prov = Provenance(origins=list(problem.origins))
+        self.axis_origins: dict[int, dict[Ax, str]] | None = None
+        applied: dict[int, str] = {}
+        if options.apply_in_shardings:
+            for src, edge in problem.in_sharding_applies:
+                if self.state[src] is None and self.state[edge] is not None:
+                    self.state[src] = self.state[edge]
+                    applied[src] = problem.source_names.get(edge, "")
+        if options.origins:
+            self.axis_origins = self.prov.axis_origins
+            for v, name in (
+                *problem.source_names.items(),
+                *problem.initial_origin.items(),
+                *applied.items(),
+            ):
+                sh = problem.user.get(v) or self.state[v]
+                if sh is None:
+                    continue
+                mine = self.axis_origins.setdefault(v, {})
+                for dim in sh.dims:
+                    for a in dim:
+                        mine[a] = name
         n = len(problem.values)
         users: list[list[int]] = [[] for _ in range(n)]
         for i, op in enumerate(problem.ops):
@@ -1010,6 +1050,11 @@ class Propagator:
             before = [
                 [list(fsh.axes) for fsh in tp.fs.values()] for tp in (*ops_tp, *res_tp)
             ]
+        if self.axis_origins is not None:
+            old_factors = [
+                {f: tuple(fsh.axes) for f, fsh in tp.fs.items()}
+                for tp in (*ops_tp, *res_tp)
+            ]
         upd_ops, upd_res, per_factor, source = propagate_factors(
             ops_tp,
             res_tp,
@@ -1041,6 +1086,8 @@ class Propagator:
                 rule.operands[k],
             ):
                 changed = True
+                if self.axis_origins is not None:
+                    self._note_origins(k, ops_tp[k], tensors, old_factors)
         for k, v in enumerate(results):
             if upd_res[k] and self._update(
                 v,
@@ -1054,7 +1101,71 @@ class Propagator:
                 rule.results[k],
             ):
                 changed = True
+                if self.axis_origins is not None and op is not None:
+                    self._note_origins(
+                        len(operands) + k, res_tp[k], tensors, old_factors
+                    )
+        if changed and op is None and self.axis_origins is not None:
+            # A func result's origins are the returned value's, as a whole
+            # (Shardy writes the result attribute from the returned value).
+            ret, res = tensors
+            self.axis_origins[res] = dict(self.axis_origins.get(ret, {}))
         return changed
+
+    def _note_origins(
+        self,
+        k: int,
+        tp: TP,
+        tensors: Sequence[int],
+        old_factors: Sequence[Mapping[int, tuple[Ax, ...]]],
+    ) -> None:
+        """Shardy's sharding origins: each axis tensor `k` gained on a factor
+        comes from the first tensor (operands, then results) whose axes for
+        that factor began with the new ones, and takes that tensor's origin
+        for the axis; an axis keeps the first origin it got."""
+        assert self.axis_origins is not None
+        mine = self.axis_origins.setdefault(tensors[k], {})
+        added: list[Ax] = []
+        for f, fsh in tp.fs.items():
+            new = tuple(fsh.axes)
+            old = old_factors[k].get(f, ())
+            if new == old or not new:
+                continue
+            src = next(
+                (
+                    j
+                    for j, olds in enumerate(old_factors)
+                    if j != k and olds.get(f, ())[: len(new)] == new
+                ),
+                -1,
+            )
+            if src < 0:
+                continue
+            theirs = self.axis_origins.get(tensors[src], {})
+            start = len(old)
+            if old and old[-1] != new[len(old) - 1]:
+                start -= 1  # the last axis grew (a longer sub-axis)
+            for a in new[start:]:
+                name = _origin_of(theirs, a)
+                if name is not None and a not in mine:
+                    mine[a] = name
+                    added.append(a)
+        # Sub-axes of one axis that factors next to each other gained merge
+        # into the axis the value holds (Shardy merges them in its edges).
+        sh = self.state[tensors[k]]
+        for dim in sh.dims if sh is not None and added else ():
+            for a in dim:
+                if a in mine:
+                    continue
+                parts = [
+                    b
+                    for b in added
+                    if b[0] == a[0] and a[1] <= b[1] and b[1] * b[2] <= a[1] * a[2]
+                ]
+                if parts:
+                    mine[a] = mine[parts[0]]
+                    for b in parts:
+                        del mine[b]
 
     def _apply_outcome(
         self,
@@ -1202,12 +1313,31 @@ class Propagator:
         changed = False
         if upd_res[0]:
             new_local = unproject(res[0], rule.results[0], sizes, mesh)
-            changed |= self._update(inner, new_local, i, op, "", (), (), (), ())
+            if self._update(inner, new_local, i, op, "", (), (), (), ()):
+                changed = True
+                self._copy_origins(outer, inner)
         if upd_ops[0]:
             new_free = unproject(tps[0], rule.operands[0], sizes, mesh)
             new_glob = _with_manual(glob, new_free, op.manual)
-            changed |= self._update(outer, new_glob, i, op, "", (), (), (), ())
+            if self._update(outer, new_glob, i, op, "", (), (), (), ()):
+                changed = True
+                self._copy_origins(inner, outer)
         return changed
+
+    def _copy_origins(self, src: int, dst: int) -> None:
+        """`dst` gained axes `src` has (across a manual computation's
+        boundary): each takes `src`'s origin."""
+        if self.axis_origins is None:
+            return
+        theirs = self.axis_origins.get(src, {})
+        mine = self.axis_origins.setdefault(dst, {})
+        sh = self.state[dst]
+        for dim in sh.dims if sh is not None else ():
+            for a in dim:
+                if a not in mine:
+                    name = _origin_of(theirs, a)
+                    if name is not None:
+                        mine[a] = name
 
     def _update(
         self,
@@ -1432,6 +1562,21 @@ class Propagator:
                     self.stage_name,
                 )
             )
+
+
+def _origin_of(origins: Mapping[Ax, str], a: Ax) -> str | None:
+    """The origin of axis `a` in a tensor's origins: its own entry, else the
+    entry of an axis of the same name whose range holds it."""
+    found = origins.get(a)
+    if found is not None:
+        return found
+    for b, name in origins.items():
+        if b[0] == a[0] and b[1] <= a[1] and a[1] * a[2] <= b[1] * b[2]:
+            return name
+    for b, name in origins.items():
+        if b[0] == a[0]:
+            return name
+    return None
 
 
 def propagate(
