@@ -84,6 +84,9 @@ class PropagatePass(ModulePass):
     # write Shardy's `sdy.sharding_origins` (per value and axis, the user
     # sharding the axis came from: "self", "input: 0", "constraint_1", ...)
     debug_sharding_origins: bool = False
+    # write Shardy's `sdy.propagation_edges` (per op: the steps that changed
+    # it, and which axes went from which operand/result to which)
+    debug_propagation_edge_sharding: bool = False
     # an unsharded operand of a manual computation takes its closed
     # in_sharding (Shardy's apply-sharding-constraints, which its propagation
     # pipeline runs before propagating and its propagation passes do not)
@@ -97,6 +100,7 @@ class PropagatePass(ModulePass):
             self.conservative,
             self.debug_sharding_origins,
             self.apply_in_shardings,
+            self.debug_propagation_edge_sharding,
         )
         explain = diags.wants("explain")
         html = diags.wants("html")  # meshjit.report: provenance for the page
@@ -115,10 +119,13 @@ class PropagatePass(ModulePass):
         origins = (
             result.provenance.axis_origins if self.debug_sharding_origins else None
         )
+        edges = (
+            result.provenance.edges if self.debug_propagation_edge_sharding else None
+        )
         if self.callees is Callees.COPIES:
             copies = plan_copies(result.built, result.state)
         if copies is not None:
-            write_copies(module, result.built, result.state, copies, origins)
+            write_copies(module, result.built, result.state, copies, origins, edges)
         else:
             signatures = self.callees is not Callees.AS_WRITTEN
             write_attrs(
@@ -128,6 +135,7 @@ class PropagatePass(ModulePass):
                     result.state,
                     signatures=signatures,
                     origins=origins,
+                    edges=edges,
                 ),
             )
         if explain:

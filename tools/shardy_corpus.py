@@ -167,6 +167,7 @@ FOLDED_PASSES = (
 # Shardy's debug options -> the propagate option that writes the same form
 DEBUG_OPTIONS = {
     "debug-sharding-origins": "debug-sharding-origins",
+    "debug-propagation-edge-sharding": "debug-propagation-edge-sharding",
     # -sdy-apply-sharding-constraints: meshjit's propagate applies constraints
     # itself; a manual computation's in_shardings only with this option
     "apply-in-shardings": "apply-in-shardings",

@@ -73,6 +73,11 @@ _MAX_CALL_DEPTH = 64
 ORIGINS = "sdy.sharding_origins"
 ORIGIN_NAME = "sdy.sharding_origin_name"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
+PROPAGATION_EDGES = "sdy.propagation_edges"
+# Provenance.edges: owner -> [(step, [(axis, source, targets)])]
+Edges = Mapping[
+    tuple[object, ...], Sequence[tuple[int, Sequence[tuple[Ax, str, Sequence[str]]]]]
+]
 _DATA_FLOW_OPS = frozenset(
     {"stablehlo.while", "stablehlo.case", "stablehlo.optimization_barrier"}
 )
@@ -427,6 +432,7 @@ class _Builder:
             res = self.problem.add_value(shape, f"result {i} of @{name}")
             self.out.func_result_slot[(func.id, i)] = res
             self.problem.source_names[res] = f"output: {i}"
+            self.problem.first_result[res] = self.out.func_result_slot[(func.id, 0)]
             text = _dict_sharding(res_attrs, i)
             if text is not None:
                 self.user_sharding(
@@ -744,6 +750,8 @@ class _Builder:
                 p.priorities[src] = dict(p.priorities[results[0]])
             p.origins.append(Origin(src, f"{what} (applied to its input)", node.loc))
             p.initial_origin[src] = name
+            axes = tuple(a for dim in constrained.dims for a in dim)
+            p.applied_constraints.append((node.id, axes))
         self.add_op(
             POp(
                 node.op,
@@ -963,7 +971,9 @@ class _Builder:
             self.add_op(self.edge_op(node, f"operand {i}", (src,), edge), [edge])
             local = self.new_slot(arg, f"argument {i} of sdy.manual_computation")
             inner[arg] = local
-            self.add_op(self.boundary_op(node, edge, local, manual), [local])
+            self.add_op(
+                self.boundary_op(node, edge, local, manual, f"operand {i}"), [local]
+            )
         returns = self.block(block, inner, where)
         outs: list[int] = []
         for i, (ret, ts, res) in enumerate(zip(returns, out_sh, results, strict=True)):
@@ -972,8 +982,13 @@ class _Builder:
             p.source_names[edge] = f"{mc}_output: {i}"
             self.set_initial(ts, p.shapes[res], what, node.loc, edge)
             self.forbid_manual(edge, ts, manual)
+            if p.values[res] is None and p.values[edge] is not None:
+                # In Shardy the result is the value out_shardings lays out:
+                # it starts with that sharding (the edge keeps them equal).
+                p.values[res] = p.values[edge]
+                p.initial_origin[res] = p.source_names[edge]
             outs.append(edge)
-            self.add_op(self.boundary_op(node, edge, ret, manual), [])
+            self.add_op(self.boundary_op(node, edge, ret, manual, f"result {i}"), [])
             self.add_op(self.edge_op(node, f"result {i}", (edge,), res), [res])
         self.out.manual[node.id] = (ins, outs)
         if self.instance_stack:
@@ -1054,10 +1069,10 @@ class _Builder:
         )
 
     def boundary_op(
-        self, node: Node, outer: int, inner: int, manual: frozenset[str]
+        self, node: Node, outer: int, inner: int, manual: frozenset[str], what: str
     ) -> POp:
         return POp(
-            f"{node.op} (boundary)",
+            f"{node.op} (boundary of {what})",
             (outer,),
             (inner,),
             identity_rule(self.problem.shapes[inner], 1),
@@ -1168,6 +1183,7 @@ def write_plan(
     instance: CallInstance | None = None,
     signatures: bool = True,
     origins: Mapping[int, Mapping[Ax, str]] | None = None,
+    edges: Edges | None = None,
 ) -> AttrPlan:
     """Shardy's form: `sdy.sharding` per value on ops, on func args and results.
 
@@ -1209,6 +1225,39 @@ def write_plan(
         return -1
 
     names = p.source_names
+
+    def edges_text(owner: tuple[object, ...], mesh: str) -> str | None:
+        """Shardy's `#sdy.propagation_edges<[{step-N = [{"a" = operand-0 ->
+        [result-0]}]}]>` for what `owner` propagated."""
+        assert edges is not None
+        steps = edges.get(owner)
+        if not steps:
+            return None
+        sizes = p.meshes.get(mesh, {})
+        # Each (axis, source, target) at the first step that carried it,
+        # regrouped by step (as Shardy writes them).
+        first: dict[tuple[Ax, str, str], int] = {}
+        for step, entries in steps:
+            for a, src, targets in entries:
+                for t in targets:
+                    key = (a, src, t)
+                    if key not in first or step < first[key]:
+                        first[key] = step
+        regrouped: dict[int, dict[tuple[Ax, str], list[str]]] = {}
+        for (a, src, t), step in first.items():
+            regrouped.setdefault(step, {}).setdefault((a, src), []).append(t)
+        out = []
+        for step in sorted(regrouped):
+            items = []
+            for (a, src), targets in sorted(regrouped[step].items()):
+                whole = a[1] == 1 and a[2] == sizes.get(a[0])
+                name = print_string(a[0]) + ("" if whole else f":({a[1]}){a[2]}")
+                order = sorted(
+                    targets, key=lambda t: (t[0] != "o", int(t.split("-")[1]))
+                )
+                items.append(f"{{{name} = {src} -> [{', '.join(order)}]}}")
+            out.append(f"{{step-{step} = [{', '.join(items)}]}}")
+        return "#sdy.propagation_edges<[" + ", ".join(out) + "]>"
 
     def origin_text(slot: int) -> str:
         """Shardy's `{a = "self", c = "input: 1"}` for a value's axes."""
@@ -1252,6 +1301,9 @@ def write_plan(
                 plan.set_result(func.id, i, SHARDING, "#sdy.sharding" + text(sh))
                 if origins is not None and origins.get(slot):
                     plan.set_result(func.id, i, ORIGINS, origin_text(slot))
+                found = edges_text(("result", slot), sh.mesh) if edges else None
+                if found is not None:
+                    plan.set_result(func.id, i, PROPAGATION_EDGES, found)
     nodes = (
         list(g.walk())
         if funcs is None
@@ -1285,10 +1337,26 @@ def write_plan(
             plan.set_op(
                 node.id, name, "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>"
             )
+            attr = "block_arg" if name == "in_shardings" else "result"
             if origins is not None:
-                attr = "block_arg" if name == "in_shardings" else "result"
                 dicts = ", ".join(origin_text(slot) for slot in slots)
                 plan.set_op(node.id, f"sdy.{attr}_sharding_origins", f"[{dicts}]")
+            if edges:
+                kind = "block_arg" if name == "in_shardings" else "mc_result"
+                first_sh = state[slots[0]] if slots else None
+                mesh_of = first_sh.mesh if first_sh is not None else ""
+                texts = [
+                    edges_text((kind, node.id, k), mesh_of) for k in range(len(slots))
+                ]
+                # Shardy prints a value without edges as an empty
+                # #sdy.propagation_edges, which its parser refuses: the array
+                # is written where every value has some (--explain has all).
+                if texts and all(texts):
+                    plan.set_op(
+                        node.id,
+                        f"sdy.{attr}_propagation_edges",
+                        "[" + ", ".join(t for t in texts if t) + "]",
+                    )
         if origins is not None and node.id in built.origin_names:
             plan.set_op(node.id, ORIGIN_NAME, print_string(built.origin_names[node.id]))
     for node in nodes:
@@ -1299,13 +1367,16 @@ def write_plan(
             sh = shs[0]
             if sh is not None:
                 plan.set_op(node.id, "sharding", "#sdy.sharding" + text(sh))
+            found_edges = edges_text(("op", node.id), sh.mesh) if edges and sh else None
+            if found_edges is not None:
+                plan.set_op(node.id, PROPAGATION_EDGES, found_edges)
             if origins is not None and node.id in built.origin_names:
                 plan.set_op(
                     node.id, ORIGIN_NAME, print_string(built.origin_names[node.id])
                 )
-                found = slot_of(node.results[0])
-                if found >= 0 and origins.get(found):
-                    plan.set_op(node.id, ORIGINS, origin_text(found))
+                own = slot_of(node.results[0])
+                if own >= 0 and origins.get(own):
+                    plan.set_op(node.id, ORIGINS, origin_text(own))
             continue
         present = [s for s in shs if s is not None]
         if not present or any(v in built.edge_owned for v in node.results):
@@ -1320,6 +1391,10 @@ def write_plan(
         new = "#sdy.sharding_per_value<[" + ", ".join(bodies) + "]>"
         if _opaque_text(node.attr(SHARDING)) != new:
             plan.set_op(node.id, SHARDING, new)
+        if edges:
+            found_edges = edges_text(("op", node.id), mesh)
+            if found_edges is not None:
+                plan.set_op(node.id, PROPAGATION_EDGES, found_edges)
         if origins is not None:
             per_result = [
                 origin_text(slot_of(v)) if slot_of(v) >= 0 else "{}"

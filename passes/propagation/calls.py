@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from meshjit.compiler.graph import Node, invalidate_graphs, op_handles, write_attrs
 from meshjit.compiler.ir import ir
 from meshjit.passes.propagation.axes import Ax
-from meshjit.passes.propagation.build import Built, nested_ops, write_plan
+from meshjit.passes.propagation.build import Built, Edges, nested_ops, write_plan
 from meshjit.passes.propagation.core import Sh
 
 
@@ -140,6 +140,7 @@ def write_copies(
     state: Sequence[Sh | None],
     plan: CopyPlan,
     origins: Mapping[int, Mapping[Ax, str]] | None = None,
+    edges: Edges | None = None,
 ) -> None:
     """Rewrites the module's functions as `plan` says, each written with its
     instance's shardings; the functions that are not private callees are
@@ -147,7 +148,11 @@ def write_copies(
     g = built.graph
     handles = op_handles(module)
     roots = [f for f in g.funcs() if f.id not in built.callees]
-    write_attrs(module, write_plan(built, state, funcs=roots, origins=origins), handles)
+    write_attrs(
+        module,
+        write_plan(built, state, funcs=roots, origins=origins, edges=edges),
+        handles,
+    )
     instances = built.instances
     with module.context, ir.Location.unknown():
         for root in roots:
@@ -174,6 +179,7 @@ def write_copies(
                     funcs=[func],
                     instance=instances[inst],
                     origins=origins,
+                    edges=edges,
                 ),
                 mapping,
             )

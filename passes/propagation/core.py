@@ -21,6 +21,7 @@ direction, which stage, which value it came from), every user sharding as an
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -172,6 +173,12 @@ class Provenance:
     # with Options.origins: value -> axis -> the name of the user sharding it
     # came from (`Problem.source_names`), as Shardy's sharding origins
     axis_origins: dict[int, dict[Ax, str]] = field(default_factory=dict)
+    # with Options.edges: owner -> [(step, [(axis, source, targets)])], the
+    # owner ("op", graph node) or ("result", func-result slot); sources and
+    # targets as Shardy names them ("operand-0", "result-1")
+    edges: dict[
+        tuple[object, ...], list[tuple[int, list[tuple[Ax, str, list[str]]]]]
+    ] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -210,6 +217,13 @@ class Problem:
     # (operand, in_sharding slot) of manual computations whose closed
     # in_sharding an unsharded operand takes under Options.apply_in_shardings
     in_sharding_applies: list[tuple[int, int]] = field(default_factory=list)
+    # constraints applied to their input before propagation (graph node,
+    # the constraint's axes), in order: Shardy's apply-sharding-constraints
+    # records them as the first propagation steps (Options.edges)
+    applied_constraints: list[tuple[int, tuple[Ax, ...]]] = field(default_factory=list)
+    # func-result slot -> the slot of its function's result 0 (Shardy keeps
+    # every result's propagation edges on result 0)
+    first_result: dict[int, int] = field(default_factory=dict)
     # value -> axis names propagation never adds to it (a manual
     # computation's in/out shardings take no manual axis from outside:
     # manual axes come first there, as the user wrote them)
@@ -235,6 +249,10 @@ class Options:
     # an unsharded operand of a manual computation takes its closed
     # in_sharding (Shardy's apply-sharding-constraints import pass)
     apply_in_shardings: bool = False
+    # keep, per op application that changed something (a step), which axes
+    # went from which operand/result to which (Shardy's
+    # debug-propagation-edge-sharding); implies recording provenance
+    edges: bool = False
 
 
 # ---------------------------------------------------------------------------
@@ -797,9 +815,15 @@ class Propagator:
     def __init__(self, problem: Problem, options: Options, record: bool = True):
         self.p = problem
         self.o = options
-        self.record = record or options.origins
+        self.record = record or options.origins or options.edges
+        self.step = 0  # Shardy's propagation step count (Options.edges)
         self.state: list[Sh | None] = list(problem.values)
         self.prov = Provenance(origins=list(problem.origins))
+        if options.edges:
+            for nid, axes in problem.applied_constraints:
+                entries = [(a, "result-0", ["operand-0"]) for a in axes]
+                self.prov.edges.setdefault(("op", nid), []).append((self.step, entries))
+                self.step += 1
         self.axis_origins: dict[int, dict[Ax, str]] | None = None
         applied: dict[int, str] = {}
         if options.apply_in_shardings:
@@ -1050,7 +1074,7 @@ class Propagator:
             before = [
                 [list(fsh.axes) for fsh in tp.fs.values()] for tp in (*ops_tp, *res_tp)
             ]
-        if self.axis_origins is not None:
+        if self.axis_origins is not None or self.o.edges:
             old_factors = [
                 {f: tuple(fsh.axes) for f, fsh in tp.fs.items()}
                 for tp in (*ops_tp, *res_tp)
@@ -1105,12 +1129,104 @@ class Propagator:
                     self._note_origins(
                         len(operands) + k, res_tp[k], tensors, old_factors
                     )
+        if changed and self.o.edges and (op is None or op.kind is not OpKind.BARRIER):
+            self._note_edges(
+                self._edge_owner(op, results),
+                len(operands),
+                (*ops_tp, *res_tp),
+                old_factors,
+            )
         if changed and op is None and self.axis_origins is not None:
             # A func result's origins are the returned value's, as a whole
             # (Shardy writes the result attribute from the returned value).
             ret, res = tensors
             self.axis_origins[res] = dict(self.axis_origins.get(ret, {}))
         return changed
+
+    def _edge_owner(self, op: POp | None, results: Sequence[int]) -> tuple[object, ...]:
+        """Where Shardy keeps a step's edges: the op; a manual computation's
+        block argument or result (its data-flow edges); a function's result 0
+        (every result's: Shardy's func results all land on index 0)."""
+        if op is None:
+            return ("result", self.p.first_result.get(results[0], results[0]))
+        if op.kind is OpKind.EDGE:
+            found = _MANUAL_EDGE.fullmatch(op.name)
+            if found is not None:
+                kind = "block_arg" if found.group(1) == "operand" else "mc_result"
+                return (kind, op.node, int(found.group(2)))
+            return ("edge", op.node)  # counted, not written
+        return ("op", op.node)
+
+    def _note_edges(
+        self,
+        owner: tuple[object, ...],
+        n_operands: int,
+        tps: Sequence[TP],
+        old_factors: Sequence[Mapping[int, tuple[Ax, ...]]],
+    ) -> None:
+        """Shardy's propagation edges of one step: for each axis a tensor
+        gained on a factor, the first tensor (operands, then results) whose
+        axes for the factor began with the new ones is its source."""
+
+        def label(j: int) -> str:
+            return f"operand-{j}" if j < n_operands else f"result-{j - n_operands}"
+
+        found: dict[tuple[Ax, int], list[int]] = {}
+        for k, tp in enumerate(tps):
+            dims = self._all_factors[k] if k < len(self._all_factors) else ()
+            order = [f for dim in dims for f in dim] or list(tp.fs)
+            starts = {dim[0] for dim in dims if dim}
+            prev: tuple[Ax, int] | None = None  # last new axis and its source
+            for f in order:
+                if f in starts:
+                    prev = None  # a new dim
+                fsh = tp.fs.get(f)
+                if fsh is None:
+                    continue
+                new = tuple(fsh.axes)
+                old = old_factors[k].get(f, ())
+                if new == old or not new:
+                    continue
+                src = next(
+                    (
+                        j
+                        for j, olds in enumerate(old_factors)
+                        if j != k and olds.get(f, ())[: len(new)] == new
+                    ),
+                    -1,
+                )
+                last = new[-1]
+                intro = list(new[len(old) :])
+                if old and old[-1] != new[len(old) - 1]:
+                    intro.insert(0, new[len(old) - 1])
+                if prev is not None and _can_merge(prev[0], last):
+                    # Sub-axes of one axis on consecutive factors of a dim
+                    # are one axis of the value (Shardy merges the edge).
+                    targets = found.get(prev, [])
+                    if k in targets:
+                        targets.remove(k)
+                        if not targets:
+                            del found[prev]
+                    merged = (last[0], prev[0][1], prev[0][2] * last[2])
+                    if intro and intro[-1] == last:
+                        intro[-1] = merged
+                prev = (last, src)
+                if src < 0:
+                    continue
+                for a in intro:
+                    targets = found.setdefault((a, src), [])
+                    if k not in targets:
+                        targets.append(k)
+        if not found:
+            return
+        entries = [
+            (a, label(src), [label(k) for k in sorted(targets)])
+            for (a, src), targets in sorted(
+                found.items(), key=lambda e: (e[0][0], e[0][1])
+            )
+        ]
+        self.prov.edges.setdefault(owner, []).append((self.step, entries))
+        self.step += 1
 
     def _note_origins(
         self,
@@ -1313,9 +1429,12 @@ class Propagator:
         changed = False
         if upd_res[0]:
             new_local = unproject(res[0], rule.results[0], sizes, mesh)
+            old_local = local
             if self._update(inner, new_local, i, op, "", (), (), (), ()):
                 changed = True
                 self._copy_origins(outer, inner)
+                if self.o.edges:
+                    self._note_boundary_edges(op, old_local, new_local)
         if upd_ops[0]:
             new_free = unproject(tps[0], rule.operands[0], sizes, mesh)
             new_glob = _with_manual(glob, new_free, op.manual)
@@ -1323,6 +1442,23 @@ class Propagator:
                 changed = True
                 self._copy_origins(inner, outer)
         return changed
+
+    def _note_boundary_edges(self, op: POp, old: Sh | None, new: Sh) -> None:
+        """A manual computation's result edge carrying axes from the result
+        into the body (Shardy: from result-0 to the returned operand-0);
+        the other boundaries are no step of Shardy's (its block arguments
+        and results are the values its in/out shardings lay out)."""
+        found = _MANUAL_BOUNDARY.fullmatch(op.name)
+        if found is None or found.group(1) != "result":
+            return
+        had = {a for dim in (old.dims if old is not None else ()) for a in dim}
+        axes = sorted({a for dim in new.dims for a in dim} - had)
+        if not axes:
+            return
+        entries = [(a, "result-0", ["operand-0"]) for a in axes]
+        owner = ("mc_result", op.node, int(found.group(2)))
+        self.prov.edges.setdefault(owner, []).append((self.step, entries))
+        self.step += 1
 
     def _copy_origins(self, src: int, dst: int) -> None:
         """`dst` gained axes `src` has (across a manual computation's
@@ -1562,6 +1698,17 @@ class Propagator:
                     self.stage_name,
                 )
             )
+
+
+_MANUAL_EDGE = re.compile(r"sdy\.manual_computation \((operand|result) (\d+)\)")
+_MANUAL_BOUNDARY = re.compile(
+    r"sdy\.manual_computation \(boundary of (operand|result) (\d+)\)"
+)
+
+
+def _can_merge(a: Ax, b: Ax) -> bool:
+    """`b` continues sub-axis `a` of the same axis (`"c":(1)4` then `"c":(4)2`)."""
+    return a[0] == b[0] and a[1] * a[2] == b[1]
 
 
 def _origin_of(origins: Mapping[Ax, str], a: Ax) -> str | None:
