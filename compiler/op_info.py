@@ -86,7 +86,15 @@ def op_info(graph: Graph, node: Node) -> OpInfo | None:
         attrs=_attrs(node),
         constant_operands=_constant_operands(graph, node),
         combiner=combiner(graph, node),
+        result_users=_result_users(graph, node),
     )
+
+
+def _result_users(graph: Graph, node: Node) -> frozenset[str]:
+    """The ops using a custom call's results (`OpInfo.result_users`)."""
+    if node.op != "stablehlo.custom_call":
+        return frozenset()
+    return frozenset(graph.node(u).op for v in node.results for u in graph.users(v))
 
 
 def rule_lookup(graph: Graph, node: Node) -> Lookup | None:
@@ -96,7 +104,8 @@ def rule_lookup(graph: Graph, node: Node) -> Lookup | None:
     once. The key holds everything `op_info` reads: the op, operand and
     result types, the attributes (by identity: the graph reader shares one
     Python value per distinct MLIR attribute; the memo keeps them alive so an
-    identity is never reused), scalar constant operands and the combiner."""
+    identity is never reused), scalar constant operands, the combiner and
+    (custom calls) the ops using the results."""
     values = graph.values
     attrs = tuple([(k, v) for k, v in node.attrs.items() if k != _SHARDING])
     key = (
@@ -106,6 +115,7 @@ def rule_lookup(graph: Graph, node: Node) -> Lookup | None:
         tuple([(k, id(v)) for k, v in attrs]),
         tuple(_scalar_constants(graph, node)),
         combiner(graph, node) if node.regions else None,
+        _result_users(graph, node),
     )
     hit = graph.rules.get(key)
     if hit is not None:

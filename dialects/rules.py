@@ -327,6 +327,10 @@ class OpInfo:
         default_factory=lambda: MappingProxyType({})
     )
     combiner: str | None = None
+    # The ops that use its results, for the few rules that depend on them
+    # (custom calls only: Shardy's rule for @X64Combine feeding an
+    # rng_bit_generator); empty otherwise.
+    result_users: frozenset[str] = frozenset()
 
     def attr(self, name: str) -> object:
         return self.attrs.get(name)

@@ -435,6 +435,13 @@ def _custom_call(op: OpInfo) -> ShardingRule | NoRule | Unknown:
     target = op.str_attr("call_target_name")
     if target in _ANNOTATION_TARGETS:
         return NoRule(_SHARDING_ANNOTATION)
+    if target == "X64Combine" and "stablehlo.rng_bit_generator" in op.result_users:
+        # An rng_bit_generator's initial state must be replicated and a ui64
+        # value cannot be resharded: Shardy replicates the combine and
+        # propagates nothing across it.
+        return (
+            RuleBuilder.for_op(op).same_dim(0, op.result_shapes[0][0], BLOCKED).build()
+        )
     if target in _POINTWISE_TARGETS:
         return pointwise_rule(op)
     if target in ("ApproxTopK", "PartialReduce", "mhlo.topk"):

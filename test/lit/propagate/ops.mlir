@@ -161,3 +161,20 @@ func.func @dynamic_slice_sliced_dim_is_blocked(%a: tensor<3x8xf32> {sdy.sharding
   %1 = stablehlo.dynamic_slice %0, %c, %c_0, sizes = [2, 8] : (tensor<3x8xf32>, tensor<i32>, tensor<i32>) -> tensor<2x8xf32>
   return %1 : tensor<2x8xf32>
 }
+// -----
+sdy.mesh @mesh = <["a"=2, "b"=2]>
+// An @X64Combine feeding an rng_bit_generator (its initial state, which must
+// be replicated; a ui64 value is never resharded) propagates nothing, as in
+// Shardy; other X64Combines are element-wise.
+// CHECK-LABEL: func @x64_combine_for_rng(
+// CHECK: stablehlo.custom_call @X64Combine(%arg0, %arg1) : (tensor<2xui32>, tensor<2xui32>) -> tensor<2xui64>
+// CHECK: stablehlo.custom_call @X64Combine(%arg0, %arg1) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a", ?}]>]>}
+func.func @x64_combine_for_rng(
+    %arg0: tensor<2xui32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}]>},
+    %arg1: tensor<2xui32> {sdy.sharding = #sdy.sharding<@mesh, [{"a"}]>})
+    -> (tensor<4x8xui32>, tensor<2xui64>) {
+  %0 = stablehlo.custom_call @X64Combine(%arg0, %arg1) : (tensor<2xui32>, tensor<2xui32>) -> tensor<2xui64>
+  %s, %o = stablehlo.rng_bit_generator %0, algorithm = DEFAULT : (tensor<2xui64>) -> (tensor<2xui64>, tensor<4x8xui32>)
+  %1 = stablehlo.custom_call @X64Combine(%arg0, %arg1) : (tensor<2xui32>, tensor<2xui32>) -> tensor<2xui64>
+  return %o, %1 : tensor<4x8xui32>, tensor<2xui64>
+}
