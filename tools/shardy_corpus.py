@@ -2,11 +2,14 @@
 
     python tools/shardy_corpus.py SHARDY_CHECKOUT [--files GLOB ...]
         [-k SUBSTRING] [--json OUT] [--shardy] [--verbose] [--jobs N]
-        [--per-case] [--timeout S]
+        [--per-case] [--timeout S] [--debugging]
 
 SHARDY_CHECKOUT is a checkout of github.com/openxla/shardy (measured at
 e8b51060); the cases are read in place from
-`shardy/dialect/sdy/transforms/propagation/test/*.mlir` and never copied here.
+`shardy/dialect/sdy/transforms/propagation/test/*.mlir` and never copied here
+(`--debugging`: the 44 cases of `propagation/debugging/test/`, whose RUN
+lines ask for debug-sharding-origins and debug-propagation-edge-sharding,
+mapped to propagate's options of those names).
 Each file is split on `// -----` lines the way `-split-input-file` does (only
 when its RUN line has that flag) and every case is run alone: its text, with
 leading blank lines so that line numbers are the file's, goes through
