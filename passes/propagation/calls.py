@@ -66,15 +66,19 @@ def _signature(
 
 
 def plan_copies(built: Built, state: Sequence[Sh | None]) -> CopyPlan | None:
-    """The copies Shardy's pipeline would leave; None where the module's calls
-    cannot be copied (a recursive or unknown callee, a call of a function
-    that is not a private callee)."""
+    """The copies Shardy's pipeline would leave; None where no function is
+    called twice (each is then written with its one call's shardings, as
+    Shardy's copies would be) or where the calls cannot be copied (a
+    recursive or unknown callee, a call of a function that is not a private
+    callee)."""
     g = built.graph
     instances = built.instances
     if not instances or built.opaque_calls:
         return None
     if any(inst.func not in built.callees for inst in instances):
         return None
+    if len({inst.func for inst in instances}) == len(instances):
+        return None  # each function called once: written as it is
 
     def base(inst: int) -> str:
         name = g.node(instances[inst].func).attr("sym_name")
