@@ -90,10 +90,14 @@ def op_info(graph: Graph, node: Node) -> OpInfo | None:
     )
 
 
+_CUSTOM_CALL = "stablehlo.custom_call"
+_NO_USERS: frozenset[str] = frozenset()
+
+
 def _result_users(graph: Graph, node: Node) -> frozenset[str]:
     """The ops using a custom call's results (`OpInfo.result_users`)."""
-    if node.op != "stablehlo.custom_call":
-        return frozenset()
+    if node.op != _CUSTOM_CALL:
+        return _NO_USERS
     return frozenset(graph.node(u).op for v in node.results for u in graph.users(v))
 
 
@@ -115,7 +119,7 @@ def rule_lookup(graph: Graph, node: Node) -> Lookup | None:
         tuple([(k, id(v)) for k, v in attrs]),
         tuple(_scalar_constants(graph, node)),
         combiner(graph, node) if node.regions else None,
-        _result_users(graph, node),
+        _result_users(graph, node) if node.op == _CUSTOM_CALL else None,
     )
     hit = graph.rules.get(key)
     if hit is not None:
