@@ -33,7 +33,8 @@ JIT_PROPAGATION = (
     "export-shardings{close-shardings=true}"
 )
 _PROPAGATION_PIPELINE = (
-    "import-shardings,propagate{{callees={callees} apply-in-shardings=true}},"
+    "import-shardings,"
+    "propagate{{callees={callees} apply-in-shardings=true split-constants=true}},"
     "export-shardings{{close-shardings=true constraints-to-reshards=true}}"
 )
 

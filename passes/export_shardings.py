@@ -37,6 +37,7 @@ from meshjit.passes.propagation.build import SHARDING
 from meshjit.passes.propagation.export import Exporter
 
 _CONSTRAINT = re.compile(r"^(\s*%[^=]*= )sdy\.sharding_constraint ", re.MULTILINE)
+_CONSTANT = re.compile(r"^(\s*%[^=]*= )stablehlo\.constant ", re.MULTILINE)
 _GROUP = re.compile(r"^[ \t]*sdy\.sharding_group .*\n", re.MULTILINE)
 
 
@@ -47,15 +48,16 @@ class ExportShardingsPass(ModulePass):
     name: ClassVar[str] = "export-shardings"
     close_shardings: bool = False  # close every dim and drop replicated axes
     # Shardy's export form: every sdy.sharding_constraint becomes the
-    # sdy.reshard it stands for and sharding groups go (what
-    # `propagation-pipeline` writes)
+    # sdy.reshard it stands for, sharding groups go, constants are
+    # sdy.constant (what `propagation-pipeline` writes)
     constraints_to_reshards: bool = False
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         graph = read_graph(module, diags.source_name)
         write_attrs(module, Exporter(self.close_shardings).plan(graph, diags))
         if self.constraints_to_reshards and any(
-            n.op in ("sdy.sharding_constraint", "sdy.sharding_group")
+            n.op
+            in ("sdy.sharding_constraint", "sdy.sharding_group", "stablehlo.constant")
             or _mentions_unreduced(n)
             for n in graph.walk()
         ):
@@ -76,6 +78,8 @@ class ExportShardingsPass(ModulePass):
                 r"\1sdy.reshard ", print_module(module, debug_info=True)
             )
             text = _GROUP.sub("", text)
+            # Shardy's pipeline leaves its constants as sdy.constant (same form)
+            text = _CONSTANT.sub(r"\1sdy.constant ", text)
             replace_module(module, text, diags.source_name)
 
 

@@ -19,6 +19,7 @@ from meshjit.compiler.ir import ir
 from meshjit.compiler.pass_base import ModulePass
 from meshjit.passes.propagation.build import Built, build_problem, write_plan
 from meshjit.passes.propagation.calls import Callees, plan_copies, write_copies
+from meshjit.passes.propagation.constants import split_constants
 from meshjit.passes.propagation.core import Options, Provenance, Sh, Strategy, propagate
 from meshjit.passes.propagation.explain import (
     ExplainRecord,
@@ -91,6 +92,9 @@ class PropagatePass(ModulePass):
     # in_sharding (Shardy's apply-sharding-constraints, which its propagation
     # pipeline runs before propagating and its propagation passes do not)
     apply_in_shardings: bool = False
+    # a constant with several uses becomes a copy per use, each with its
+    # use's sharding (Shardy's constant splitter, as its pipeline leaves it)
+    split_constants: bool = False
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         options = Options(
@@ -138,6 +142,9 @@ class PropagatePass(ModulePass):
                     edges=edges,
                 ),
             )
+        if self.split_constants and result.built.use_copies and copies is None:
+            # (after function copies the graph's ids no longer name the ops)
+            split_constants(module, result.built, result.state)
         if explain:
             diags.report(
                 "explain", explain_text(result.built, result.state, result.provenance)

@@ -125,6 +125,9 @@ class Built:
     root_calls: dict[int, list[int]] = field(default_factory=dict)
     callees: set[int] = field(default_factory=set)  # private funcs called
     opaque_calls: bool = False  # a call not read through (recursive, unknown)
+    # a constant's value id -> (user node, operand index, slot) per use that
+    # got its own copy (Shardy's constant splitter), in use order
+    use_copies: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
     # Shardy's origin names of sdy.sharding_constraint and manual computation
     # nodes ("constraint_0", "mc_0"), in walk order
     origin_names: dict[int, str] = field(default_factory=dict)
@@ -203,6 +206,7 @@ class _Builder:
         # arguments), so a constraint inside the callee is not applied back
         self.callee_args: set[int] = set()
         self.origin_counts: dict[str, int] = {}
+        self.use_seen: dict[tuple[int, int], int] = {}
 
     # -- meshes and shardings ---------------------------------------------
 
@@ -535,6 +539,15 @@ class _Builder:
                 self.problem.shapes[slot], self.problem.names[slot]
             )
             self.out.all_slots.setdefault(vid, []).append(copy)
+            if not self.instance_stack:
+                # which operand of `user` this copy is (the k-th use of vid)
+                k = self.use_seen.get((user.id, vid), 0)
+                self.use_seen[(user.id, vid)] = k + 1
+                places = [i for i, o in enumerate(user.operands) if o == vid]
+                if k < len(places):
+                    self.out.use_copies.setdefault(vid, []).append(
+                        (user.id, places[k], copy)
+                    )
             if self.instance_stack:
                 inst = self.out.instances[self.instance_stack[-1]]
                 inst.slots.setdefault(vid, []).append(copy)
