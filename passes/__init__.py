@@ -29,12 +29,12 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
 # renaming of constraints to reshards (the partitioner reads both alike, and
 # the rename costs a print and a parse of the module).
 JIT_PROPAGATION = (
-    "import-shardings,propagate{callees=copies apply-in-shardings=true},"
+    "import-shardings,propagate{callees=copies apply-sharding-constraints=true},"
     "export-shardings{close-shardings=true}"
 )
 _PROPAGATION_PIPELINE = (
-    "import-shardings,"
-    "propagate{{callees={callees} apply-in-shardings=true split-constants=true}},"
+    "import-shardings,propagate{{callees={callees} "
+    "apply-sharding-constraints=true split-constants=true}},"
     "export-shardings{{close-shardings=true constraints-to-reshards=true}}"
 )
 

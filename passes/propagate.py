@@ -88,10 +88,11 @@ class PropagatePass(ModulePass):
     # write Shardy's `sdy.propagation_edges` (per op: the steps that changed
     # it, and which axes went from which operand/result to which)
     debug_propagation_edge_sharding: bool = False
-    # an unsharded operand of a manual computation takes its closed
-    # in_sharding (Shardy's apply-sharding-constraints, which its propagation
-    # pipeline runs before propagating and its propagation passes do not)
-    apply_in_shardings: bool = False
+    # an unsharded input of a closed sharding constraint, or operand of a
+    # manual computation with a closed in_sharding, takes it as its own
+    # (Shardy's apply-sharding-constraints, which its propagation pipeline
+    # runs before propagating and its propagation passes alone do not)
+    apply_sharding_constraints: bool = False
     # a constant with several uses becomes a copy per use, each with its
     # use's sharding (Shardy's constant splitter, as its pipeline leaves it)
     split_constants: bool = False
@@ -103,7 +104,7 @@ class PropagatePass(ModulePass):
             self.user_priority,
             self.conservative,
             self.debug_sharding_origins,
-            self.apply_in_shardings,
+            self.apply_sharding_constraints,
             self.debug_propagation_edge_sharding,
         )
         explain = diags.wants("explain")

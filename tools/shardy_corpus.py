@@ -171,9 +171,8 @@ FOLDED_PASSES = (
 DEBUG_OPTIONS = {
     "debug-sharding-origins": "debug-sharding-origins",
     "debug-propagation-edge-sharding": "debug-propagation-edge-sharding",
-    # -sdy-apply-sharding-constraints: meshjit's propagate applies constraints
-    # itself; a manual computation's in_shardings only with this option
-    "apply-in-shardings": "apply-in-shardings",
+    # -sdy-apply-sharding-constraints: propagate's option of that name
+    "apply-sharding-constraints": "apply-sharding-constraints",
 }
 DEBUG_DIR = Path("shardy/dialect/sdy/transforms/propagation/debugging/test")
 
@@ -229,7 +228,7 @@ def map_run_line(run_line: str) -> RunSpec:
             notes.append(f"-{name} folded into propagate")
             debug.update(k for k in options if k in DEBUG_OPTIONS and _bool(options[k]))
             if name == "sdy-apply-sharding-constraints":
-                debug.add("apply-in-shardings")
+                debug.add("apply-sharding-constraints")
             continue
         if name in PROPAGATE_PASSES:
             strategy, op_prio, user_prio = PROPAGATE_PASSES[name]

@@ -757,14 +757,12 @@ class _Builder:
                 for u in self.g.users(vid)
             )
         ):
-            p.values[src] = p.values[results[0]]
-            if results[0] in p.user:
-                p.user[src] = p.user[results[0]]
-                p.priorities[src] = dict(p.priorities[results[0]])
-            p.origins.append(Origin(src, f"{what} (applied to its input)", node.loc))
-            p.initial_origin[src] = name
+            # Applied by propagation where asked (Options.apply_constraints:
+            # Shardy's import pass, which its pipeline runs and its
+            # propagation passes alone do not), so the problem stays one.
             axes = tuple(a for dim in constrained.dims for a in dim)
-            p.applied_constraints.append((node.id, axes))
+            p.constraint_applies.append((src, results[0], node.id, axes))
+            p.initial_origin[src] = name
         self.add_op(
             POp(
                 node.op,
@@ -1012,7 +1010,7 @@ class _Builder:
         operand without a sharding may take a closed in_sharding as its own,
         unless another constraint or manual computation uses it too (as for
         a sharding constraint); noted here, done by propagation with
-        `Options.apply_in_shardings` (Shardy's import pass, which its
+        `Options.apply_constraints` (Shardy's import pass, which its
         propagation pipeline runs and its propagation passes do not)."""
         p = self.problem
         given = p.values[edge]
@@ -1032,8 +1030,8 @@ class _Builder:
         ):
             return
         # Applied only where the propagation pipeline asks (Options.
-        # apply_in_shardings), so that the problem stays one for every pass.
-        p.in_sharding_applies.append((src, edge))
+        # apply_constraints), so that the problem stays one for every pass.
+        p.constraint_applies.append((src, edge, -1, ()))
 
     def origin_name(self, node: Node, kind: str) -> str:
         """Shardy's name of a constraint or manual computation ("constraint_0",

@@ -214,13 +214,15 @@ class Problem:
     # input)
     source_names: dict[int, str] = field(default_factory=dict)
     initial_origin: dict[int, str] = field(default_factory=dict)
-    # (operand, in_sharding slot) of manual computations whose closed
-    # in_sharding an unsharded operand takes under Options.apply_in_shardings
-    in_sharding_applies: list[tuple[int, int]] = field(default_factory=list)
-    # constraints applied to their input before propagation (graph node,
-    # the constraint's axes), in order: Shardy's apply-sharding-constraints
-    # records them as the first propagation steps (Options.edges)
-    applied_constraints: list[tuple[int, tuple[Ax, ...]]] = field(default_factory=list)
+    # Shardy's apply-sharding-constraints, done under
+    # Options.apply_constraints: (input, constraint result or manual
+    # computation in_sharding slot, the constraint's graph node or -1, its
+    # axes) for each unsharded input that takes a closed sharding of its
+    # only constraint; applied constraints are the first propagation steps
+    # (Options.edges)
+    constraint_applies: list[tuple[int, int, int, tuple[Ax, ...]]] = field(
+        default_factory=list
+    )
     # func-result slot -> the slot of its function's result 0 (Shardy keeps
     # every result's propagation edges on result 0)
     first_result: dict[int, int] = field(default_factory=dict)
@@ -246,9 +248,10 @@ class Options:
     # keep, per value and axis, the user sharding the axis came from
     # (Shardy's debug-sharding-origins); implies recording provenance
     origins: bool = False
-    # an unsharded operand of a manual computation takes its closed
-    # in_sharding (Shardy's apply-sharding-constraints import pass)
-    apply_in_shardings: bool = False
+    # an unsharded input of a closed sharding constraint (or manual
+    # computation in_sharding) takes it as its own (Shardy's
+    # apply-sharding-constraints import pass)
+    apply_constraints: bool = False
     # keep, per op application that changed something (a step), which axes
     # went from which operand/result to which (Shardy's
     # debug-propagation-edge-sharding); implies recording provenance
@@ -819,18 +822,50 @@ class Propagator:
         self.step = 0  # Shardy's propagation step count (Options.edges)
         self.state: list[Sh | None] = list(problem.values)
         self.prov = Provenance(origins=list(problem.origins))
-        if options.edges:
-            for nid, axes in problem.applied_constraints:
-                entries = [(a, "result-0", ["operand-0"]) for a in axes]
-                self.prov.edges.setdefault(("op", nid), []).append((self.step, entries))
-                self.step += 1
         self.axis_origins: dict[int, dict[Ax, str]] | None = None
         applied: dict[int, str] = {}
-        if options.apply_in_shardings:
-            for src, edge in problem.in_sharding_applies:
-                if self.state[src] is None and self.state[edge] is not None:
-                    self.state[src] = self.state[edge]
-                    applied[src] = problem.source_names.get(edge, "")
+        # user shardings (full, and dim priorities), with applied constraints
+        self.user = problem.user
+        self.priorities = problem.priorities
+        if options.apply_constraints and problem.constraint_applies:
+            self.user = dict(problem.user)
+            self.priorities = dict(problem.priorities)
+            for src, given, nid, axes in problem.constraint_applies:
+                if self.state[src] is not None or self.state[given] is None:
+                    continue
+                self.state[src] = self.state[given]
+                if given in self.user:
+                    self.user[src] = self.user[given]
+                if given in self.priorities:
+                    self.priorities[src] = dict(self.priorities[given])
+                applied[src] = problem.source_names.get(given, "")
+                self.prov.origins.append(
+                    Origin(
+                        src,
+                        f"{problem.names[given]} (applied to its input)",
+                        UNKNOWN_LOC,
+                    )
+                )
+                if options.edges and nid >= 0:
+                    entries = [(a, "result-0", ["operand-0"]) for a in axes]
+                    self.prov.edges.setdefault(("op", nid), []).append(
+                        (self.step, entries)
+                    )
+                    self.step += 1
+            # Sharding groups sync after the constraints are applied (Shardy
+            # imports groups after applying constraints): a group with one
+            # sharding among its members gives it to the rest.
+            for members in problem.groups:
+                if not any(v in applied for v in members):
+                    continue
+                found = {self.state[v] for v in members}
+                found = {sh for sh in found if sh is not None and sh.has_axes()}
+                if len(found) == 1:
+                    (common,) = found
+                    for v in members:
+                        now = self.state[v]
+                        if now is None or not now.has_axes():
+                            self.state[v] = common
         if options.origins:
             self.axis_origins = self.prov.axis_origins
             for v, name in (
@@ -838,7 +873,7 @@ class Propagator:
                 *problem.initial_origin.items(),
                 *applied.items(),
             ):
-                sh = problem.user.get(v) or self.state[v]
+                sh = self.user.get(v) or self.state[v]
                 if sh is None:
                     continue
                 mine = self.axis_origins.setdefault(v, {})
@@ -887,7 +922,7 @@ class Propagator:
 
     def run(self) -> list[Sh | None]:
         rounds = sorted(
-            {p for dims in self.p.priorities.values() for p in dims.values() if p > 0}
+            {p for dims in self.priorities.values() for p in dims.values() if p > 0}
         )
         if not self.o.user_priority:
             self._restore_all()
@@ -902,11 +937,11 @@ class Propagator:
     def _restore(self, prio: int) -> None:
         """Puts back the dims of user shardings whose priority is `prio`."""
         self.clean = [None] * len(self.p.ops)
-        for v, dims in self.p.priorities.items():
+        for v, dims in self.priorities.items():
             chosen = [d for d, p in dims.items() if p == prio]
             if not chosen:
                 continue
-            user = self.p.user[v]
+            user = self.user[v]
             cur = self.state[v]
             assert cur is not None
             new_dims = list(cur.dims)
@@ -923,8 +958,8 @@ class Propagator:
 
     def _restore_all(self) -> None:
         self.clean = [None] * len(self.p.ops)
-        for v in self.p.priorities:
-            self.state[v] = self.p.user[v]
+        for v in self.priorities:
+            self.state[v] = self.user[v]
 
     # -- op priorities ------------------------------------------------------
 

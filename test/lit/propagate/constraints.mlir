@@ -1,4 +1,4 @@
-// RUN: %opt %s -p propagate --split-input-file | filecheck %s
+// RUN: %opt %s -p 'propagate{apply-sharding-constraints=true}' --split-input-file | filecheck %s
 sdy.mesh @mesh = <["x"=2, "y"=4]>
 // A closed constraint is applied to its unsharded input even when the input
 // has other uses.

@@ -1,4 +1,4 @@
-// RUN: %opt %s -p 'propagate{strategy=aggressive op-priority=false user-priority=false apply-in-shardings=true debug-propagation-edge-sharding=true}' --split-input-file | filecheck %s
+// RUN: %opt %s -p 'propagate{strategy=aggressive op-priority=false user-priority=false apply-sharding-constraints=true debug-propagation-edge-sharding=true}' --split-input-file | filecheck %s
 // debug-propagation-edge-sharding writes Shardy's `sdy.propagation_edges`:
 // per op, each step (an op application that changed something, numbered
 // over the whole propagation) and which axes went from which operand or

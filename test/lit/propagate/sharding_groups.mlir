@@ -1,5 +1,6 @@
 // RUN: %opt %s -p 'propagate{strategy=basic}' --split-input-file | filecheck %s
 // RUN: %opt %s -p 'propagate{strategy=basic}' --split-input-file 2>&1 | filecheck %s --check-prefix=WARN
+// RUN: %opt %s -p 'propagate{strategy=basic apply-sharding-constraints=true}' --split-input-file | filecheck %s --check-prefix=APPLY
 
 // Sharding groups (`sdy.sharding_group`, what jax.shard_alike writes): before
 // propagation the members' starting shardings are compared. When they agree
@@ -60,4 +61,24 @@ func.func @conflicting_members_get_open_constraints(
   sdy.sharding_group %a group_id=0 : tensor<8x8xf32>
   sdy.sharding_group %b group_id=0 : tensor<8x8xf32>
   return %0 : tensor<8x8xf32>
+}
+// -----
+sdy.mesh @mesh = <["a"=2]>
+// With apply-sharding-constraints (the pipelines), a closed constraint is
+// applied to its input before groups sync, so the other members of the
+// input's group take it too (as Shardy imports groups after applying
+// constraints); plain propagate applies no constraint (the constraint's
+// axes only flow back open).
+// CHECK-LABEL: func @group_member_with_constraint(
+// CHECK: stablehlo.add %arg1, %arg1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{?}, {"a", ?}]>]>}
+// APPLY-LABEL: func @group_member_with_constraint(
+// APPLY: stablehlo.add %arg0, %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"a"}]>]>}
+// APPLY: stablehlo.add %arg1, %arg1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"a"}]>]>}
+func.func @group_member_with_constraint(%arg0: tensor<16x16xf32>, %arg1: tensor<16x16xf32>) -> (tensor<16x16xf32>, tensor<16x16xf32>) {
+  %0 = stablehlo.add %arg0, %arg0 : tensor<16x16xf32>
+  %1 = sdy.sharding_constraint %0 <@mesh, [{}, {"a"}]> :  tensor<16x16xf32>
+  %2 = stablehlo.add %arg1, %arg1 : tensor<16x16xf32>
+  sdy.sharding_group %0 group_id = 32 : tensor<16x16xf32>
+  sdy.sharding_group %2 group_id = 32 : tensor<16x16xf32>
+  return %1, %2 : tensor<16x16xf32>, tensor<16x16xf32>
 }
