@@ -85,10 +85,13 @@ def plan_copies(built: Built, state: Sequence[Sh | None]) -> CopyPlan | None:
         assert isinstance(name, str)
         return name
 
+    # Names taken: every module-level symbol but the callees (which the
+    # copies replace), as MLIR's symbol table sees them.
     used = {
-        n.attr("sym_name")
-        for n in g.funcs()
-        if n.id not in built.callees and isinstance(n.attr("sym_name"), str)
+        name
+        for nid in g.body.nodes
+        if nid not in built.callees
+        and isinstance(name := g.node(nid).attr("sym_name"), str)
     }
     counter = 0
     name_of: dict[int, str] = {}

@@ -85,3 +85,23 @@ func.func private @bar(%arg0: tensor<8x2xi32>) -> tensor<8x2xi32> {
   %0 = stablehlo.abs %arg0 : tensor<8x2xi32>
   return %0 : tensor<8x2xi32>
 }
+
+// -----
+// A copy's name avoids every symbol of the module, meshes included.
+sdy.mesh @bar_0 = <["a"=2, "b"=2]>
+// COPIES-LABEL: func @main(
+// COPIES: call @bar(
+// COPIES: call @bar_1(
+// COPIES-LABEL: func private @bar(
+// COPIES-LABEL: func private @bar_1(
+func.func @main(%arg0: tensor<8x2xi32> {sdy.sharding = #sdy.sharding<@bar_0, [{"a"}, {}]>}) -> tensor<8x2xi32> {
+  %0 = stablehlo.add %arg0, %arg0 : tensor<8x2xi32>
+  %c = sdy.sharding_constraint %0 <@bar_0, [{"b"}, {}]> : tensor<8x2xi32>
+  %1 = call @bar(%arg0) : (tensor<8x2xi32>) -> tensor<8x2xi32>
+  %2 = call @bar(%c) : (tensor<8x2xi32>) -> tensor<8x2xi32>
+  return %2 : tensor<8x2xi32>
+}
+func.func private @bar(%arg0: tensor<8x2xi32>) -> tensor<8x2xi32> {
+  %0 = stablehlo.negate %arg0 : tensor<8x2xi32>
+  return %0 : tensor<8x2xi32>
+}
