@@ -324,6 +324,11 @@ def op_handles(module: ir.Module) -> list[ir.Operation]:
     return list(_walk_ops(module.body))
 
 
+def nested_op_handles(op: ir.Operation) -> list[ir.Operation]:
+    """The operations nested in `op`'s regions, in `read_graph`'s order."""
+    return [o for region in op.regions for b in region.blocks for o in _walk_ops(b)]
+
+
 def _shape_of(t: ir.Type) -> tuple[tuple[int, ...] | None, str]:
     if isinstance(t, ir.RankedTensorType):
         dims = tuple(

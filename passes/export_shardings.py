@@ -33,7 +33,7 @@ from meshjit.dialects.sdy_text import (
     print_sharding,
 )
 from meshjit.dialects.sharding import AxisRef, TensorSharding
-from meshjit.passes.propagation.build import SHARDING
+from meshjit.passes.propagation.build import SHARDING, dict_sharding
 from meshjit.passes.propagation.export import Exporter
 
 _CONSTRAINT = re.compile(r"^(\s*%[^=]*= )sdy\.sharding_constraint ", re.MULTILINE)
@@ -105,12 +105,8 @@ def _value_sharding(
         if found is None:
             return None
         func, index = found
-        attrs = func.attrs.get("arg_attrs")
-        if not isinstance(attrs, tuple) or index >= len(attrs):
-            return None
-        entry = attrs[index]
-        text = entry.get(SHARDING) if isinstance(entry, Mapping) else None
-        return parse_sharding(text.text) if isinstance(text, Opaque) else None
+        arg = dict_sharding(func.attrs.get("arg_attrs"), index)
+        return parse_sharding(arg) if arg is not None else None
     node = graph.node(value.owner)
     if node.op in ("sdy.sharding_constraint", "sdy.reshard"):
         text = node.attrs.get("sharding")
@@ -132,13 +128,8 @@ def _expected_unreduced(
     (or the function result it returns) is unreduced over."""
     if user.op == "func.return":
         func = func_of_return.get(user.id)
-        attrs = func.attrs.get("res_attrs") if func is not None else None
-        if isinstance(attrs, tuple) and index < len(attrs):
-            entry = attrs[index]
-            text = entry.get(SHARDING) if isinstance(entry, Mapping) else None
-            if isinstance(text, Opaque):
-                return parse_sharding(text.text).unreduced
-        return ()
+        res = dict_sharding(func.attrs.get("res_attrs"), index) if func else None
+        return parse_sharding(res).unreduced if res is not None else ()
     if user.op in ("sdy.sharding_constraint", "sdy.reshard"):
         text = user.attrs.get("sharding")
         return parse_sharding(text.text).unreduced if isinstance(text, Opaque) else ()

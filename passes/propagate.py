@@ -103,9 +103,9 @@ class PropagatePass(ModulePass):
             self.op_priority,
             self.user_priority,
             self.conservative,
-            self.debug_sharding_origins,
-            self.apply_sharding_constraints,
-            self.debug_propagation_edge_sharding,
+            origins=self.debug_sharding_origins,
+            apply_constraints=self.apply_sharding_constraints,
+            edges=self.debug_propagation_edge_sharding,
         )
         explain = diags.wants("explain")
         html = diags.wants("html")  # meshjit.report: provenance for the page

@@ -418,7 +418,7 @@ class _Builder:
             slot = self.new_slot(vid, f"argument {i} of @{name}")
             env[vid] = slot
             self.problem.source_names[slot] = f"input: {i}"
-            text = _dict_sharding(arg_attrs, i)
+            text = dict_sharding(arg_attrs, i)
             shape = self.g.value(vid).shape
             if text is not None and shape is not None:
                 self.user_sharding(
@@ -437,7 +437,7 @@ class _Builder:
             self.out.func_result_slot[(func.id, i)] = res
             self.problem.source_names[res] = f"output: {i}"
             self.problem.first_result[res] = self.out.func_result_slot[(func.id, 0)]
-            text = _dict_sharding(res_attrs, i)
+            text = dict_sharding(res_attrs, i)
             if text is not None:
                 self.user_sharding(
                     text,
@@ -524,7 +524,7 @@ class _Builder:
         for func in self.g.funcs():
             block = func.regions[0][0] if func.regions and func.regions[0] else None
             if block is not None and vid in block.args:
-                return _dict_sharding(func.attr("arg_attrs"), value.index) is not None
+                return dict_sharding(func.attr("arg_attrs"), value.index) is not None
         return False
 
     def uses(self, vid: int) -> int:
@@ -539,7 +539,10 @@ class _Builder:
                 self.problem.shapes[slot], self.problem.names[slot]
             )
             self.out.all_slots.setdefault(vid, []).append(copy)
-            if not self.instance_stack:
+            if self.instance_stack:
+                inst = self.out.instances[self.instance_stack[-1]]
+                inst.slots.setdefault(vid, []).append(copy)
+            else:
                 # which operand of `user` this copy is (the k-th use of vid)
                 k = self.use_seen.get((user.id, vid), 0)
                 self.use_seen[(user.id, vid)] = k + 1
@@ -548,9 +551,6 @@ class _Builder:
                     self.out.use_copies.setdefault(vid, []).append(
                         (user.id, places[k], copy)
                     )
-            if self.instance_stack:
-                inst = self.out.instances[self.instance_stack[-1]]
-                inst.slots.setdefault(vid, []).append(copy)
             return copy
         return slot
 
@@ -924,7 +924,7 @@ class _Builder:
         for i, (a, s) in enumerate(zip(block.args, operands, strict=True)):
             inner[a] = s
             self.bind(a, s)
-            text = _dict_sharding(arg_attrs, i)
+            text = dict_sharding(arg_attrs, i)
             if text is not None and self.problem.values[s] is None:
                 self.user_sharding(
                     text,
@@ -979,11 +979,14 @@ class _Builder:
             self.forbid_manual(edge, ts, manual)
             self.apply_in_sharding(node, i, src, edge)
             ins.append(edge)
-            self.add_op(self.edge_op(node, f"operand {i}", (src,), edge), [edge])
+            self.add_op(
+                self.edge_op(node, f"operand {i}", (src,), edge, ("operand", i)),
+                [edge],
+            )
             local = self.new_slot(arg, f"argument {i} of sdy.manual_computation")
             inner[arg] = local
             self.add_op(
-                self.boundary_op(node, edge, local, manual, f"operand {i}"), [local]
+                self.boundary_op(node, edge, local, manual, ("operand", i)), [local]
             )
         returns = self.block(block, inner, where)
         outs: list[int] = []
@@ -999,8 +1002,10 @@ class _Builder:
                 p.values[res] = p.values[edge]
                 p.initial_origin[res] = p.source_names[edge]
             outs.append(edge)
-            self.add_op(self.boundary_op(node, edge, ret, manual, f"result {i}"), [])
-            self.add_op(self.edge_op(node, f"result {i}", (edge,), res), [res])
+            self.add_op(self.boundary_op(node, edge, ret, manual, ("result", i)), [])
+            self.add_op(
+                self.edge_op(node, f"result {i}", (edge,), res, ("result", i)), [res]
+            )
         self.out.manual[node.id] = (ins, outs)
         if self.instance_stack:
             self.out.instances[self.instance_stack[-1]].manual[node.id] = (ins, outs)
@@ -1065,7 +1070,12 @@ class _Builder:
             return None
 
     def edge_op(
-        self, node: Node, what: str, sources: tuple[int, ...], target: int
+        self,
+        node: Node,
+        what: str,
+        sources: tuple[int, ...],
+        target: int,
+        port: tuple[str, int] = ("", -1),
     ) -> POp:
         shape = self.problem.shapes[target]
         return POp(
@@ -1077,13 +1087,19 @@ class _Builder:
             stage0=BOTH,
             loc=node.loc,
             node=node.id,
+            port=port,
         )
 
     def boundary_op(
-        self, node: Node, outer: int, inner: int, manual: frozenset[str], what: str
+        self,
+        node: Node,
+        outer: int,
+        inner: int,
+        manual: frozenset[str],
+        port: tuple[str, int],
     ) -> POp:
         return POp(
-            f"{node.op} (boundary of {what})",
+            f"{node.op} (boundary of {port[0]} {port[1]})",
             (outer,),
             (inner,),
             identity_rule(self.problem.shapes[inner], 1),
@@ -1092,6 +1108,7 @@ class _Builder:
             manual=manual,
             loc=node.loc,
             node=node.id,
+            port=port,
         )
 
 
@@ -1101,7 +1118,9 @@ def _manual_axes(value: object) -> frozenset[str]:
     return frozenset(re.findall(r'"((?:[^"\\]|\\.)*)"', text))
 
 
-def _dict_sharding(attrs: object, index: int) -> str | None:
+def dict_sharding(attrs: object, index: int) -> str | None:
+    """The `sdy.sharding` text of entry `index` of a func's arg_attrs or
+    res_attrs, if any."""
     if not isinstance(attrs, tuple) or index >= len(attrs):
         return None
     entry = attrs[index]

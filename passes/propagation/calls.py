@@ -23,7 +23,13 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from meshjit.compiler.graph import Node, invalidate_graphs, op_handles, write_attrs
+from meshjit.compiler.graph import (
+    Node,
+    invalidate_graphs,
+    nested_op_handles,
+    op_handles,
+    write_attrs,
+)
 from meshjit.compiler.ir import ir
 from meshjit.passes.propagation.axes import Ax
 from meshjit.passes.propagation.build import Built, Edges, nested_ops, write_plan
@@ -171,7 +177,7 @@ def write_copies(
             copy = handles[func.id].clone(ip=end)
             copy.attributes["sym_name"] = ir.StringAttr.get(plan.name_of[inst])
             inner = [n.id for n in nested_ops(g, func)]
-            ops = _walk(copy)
+            ops = nested_op_handles(copy)
             if len(ops) != len(inner):  # a clone has the original's ops
                 raise AssertionError("a function copy differs from its original")
             mapping = dict(zip(inner, ops, strict=True))
@@ -198,20 +204,3 @@ def write_copies(
 def _set_callee(op: ir.Operation, plan: CopyPlan, inst: int) -> None:
     name = plan.name_of[plan.target[inst]]
     op.attributes["callee"] = ir.FlatSymbolRefAttr.get(name)
-
-
-def _walk(op: ir.Operation) -> list[ir.Operation]:
-    out: list[ir.Operation] = []
-
-    def go(block: ir.Block) -> None:
-        for o in block.operations:
-            operation = o.operation
-            out.append(operation)
-            for region in operation.regions:
-                for b in region.blocks:
-                    go(b)
-
-    for region in op.regions:
-        for b in region.blocks:
-            go(b)
-    return out

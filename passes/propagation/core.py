@@ -21,7 +21,6 @@ direction, which stage, which value it came from), every user sharding as an
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -122,6 +121,9 @@ class POp(NamedTuple):
     manual: frozenset[str] = frozenset()  # manual axes (OpKind.MANUAL)
     loc: SourceLoc = UNKNOWN_LOC
     node: int = -1  # graph node id, -1 for virtual ops
+    # a manual computation's edge or boundary op: which of its operands or
+    # results it stands for ("operand" or "result", index); ("", -1) otherwise
+    port: tuple[str, int] = ("", -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1185,10 +1187,10 @@ class Propagator:
         if op is None:
             return ("result", self.p.first_result.get(results[0], results[0]))
         if op.kind is OpKind.EDGE:
-            found = _MANUAL_EDGE.fullmatch(op.name)
-            if found is not None:
-                kind = "block_arg" if found.group(1) == "operand" else "mc_result"
-                return (kind, op.node, int(found.group(2)))
+            side, index = op.port
+            if index >= 0:
+                kind = "block_arg" if side == "operand" else "mc_result"
+                return (kind, op.node, index)
             return ("edge", op.node)  # counted, not written
         return ("op", op.node)
 
@@ -1218,22 +1220,11 @@ class Propagator:
                 fsh = tp.fs.get(f)
                 if fsh is None:
                     continue
-                new = tuple(fsh.axes)
-                old = old_factors[k].get(f, ())
-                if new == old or not new:
+                gain = _factor_gain(old_factors, k, f, tuple(fsh.axes))
+                if gain is None:
                     continue
-                src = next(
-                    (
-                        j
-                        for j, olds in enumerate(old_factors)
-                        if j != k and olds.get(f, ())[: len(new)] == new
-                    ),
-                    -1,
-                )
-                last = new[-1]
-                intro = list(new[len(old) :])
-                if old and old[-1] != new[len(old) - 1]:
-                    intro.insert(0, new[len(old) - 1])
+                src, intro = gain
+                last = fsh.axes[-1]
                 if prev is not None and _can_merge(prev[0], last):
                     # Sub-axes of one axis on consecutive factors of a dim
                     # are one axis of the value (Shardy merges the edge).
@@ -1278,25 +1269,12 @@ class Propagator:
         mine = self.axis_origins.setdefault(tensors[k], {})
         added: list[Ax] = []
         for f, fsh in tp.fs.items():
-            new = tuple(fsh.axes)
-            old = old_factors[k].get(f, ())
-            if new == old or not new:
+            gain = _factor_gain(old_factors, k, f, tuple(fsh.axes))
+            if gain is None or gain[0] < 0:
                 continue
-            src = next(
-                (
-                    j
-                    for j, olds in enumerate(old_factors)
-                    if j != k and olds.get(f, ())[: len(new)] == new
-                ),
-                -1,
-            )
-            if src < 0:
-                continue
+            src, intro = gain
             theirs = self.axis_origins.get(tensors[src], {})
-            start = len(old)
-            if old and old[-1] != new[len(old) - 1]:
-                start -= 1  # the last axis grew (a longer sub-axis)
-            for a in new[start:]:
+            for a in intro:
                 name = _origin_of(theirs, a)
                 if name is not None and a not in mine:
                     mine[a] = name
@@ -1483,15 +1461,15 @@ class Propagator:
         into the body (Shardy: from result-0 to the returned operand-0);
         the other boundaries are no step of Shardy's (its block arguments
         and results are the values its in/out shardings lay out)."""
-        found = _MANUAL_BOUNDARY.fullmatch(op.name)
-        if found is None or found.group(1) != "result":
+        side, index = op.port
+        if side != "result":
             return
         had = {a for dim in (old.dims if old is not None else ()) for a in dim}
         axes = sorted({a for dim in new.dims for a in dim} - had)
         if not axes:
             return
         entries = [(a, "result-0", ["operand-0"]) for a in axes]
-        owner = ("mc_result", op.node, int(found.group(2)))
+        owner = ("mc_result", op.node, index)
         self.prov.edges.setdefault(owner, []).append((self.step, entries))
         self.step += 1
 
@@ -1735,10 +1713,32 @@ class Propagator:
             )
 
 
-_MANUAL_EDGE = re.compile(r"sdy\.manual_computation \((operand|result) (\d+)\)")
-_MANUAL_BOUNDARY = re.compile(
-    r"sdy\.manual_computation \(boundary of (operand|result) (\d+)\)"
-)
+def _factor_gain(
+    old_factors: Sequence[Mapping[int, tuple[Ax, ...]]],
+    k: int,
+    f: int,
+    new: tuple[Ax, ...],
+) -> tuple[int, list[Ax]] | None:
+    """What tensor `k` gained on factor `f` in one step, as Shardy's debug
+    handler reads it: (the first other tensor, operands then results, whose
+    old axes for `f` began with `new` (-1 if none), the axes new to `k`: those
+    past its old ones, and its last old axis where that grew into a longer
+    sub-axis); None if nothing changed."""
+    old = old_factors[k].get(f, ())
+    if new == old or not new:
+        return None
+    src = next(
+        (
+            j
+            for j, olds in enumerate(old_factors)
+            if j != k and olds.get(f, ())[: len(new)] == new
+        ),
+        -1,
+    )
+    start = len(old)
+    if old and old[-1] != new[len(old) - 1]:
+        start -= 1
+    return src, list(new[start:])
 
 
 def _can_merge(a: Ax, b: Ax) -> bool:
