@@ -20,6 +20,7 @@ from meshjit.compiler.graph import (
     Graph,
     Node,
     Opaque,
+    invalidate_graphs,
     op_handles,
     read_graph,
     write_attrs,
@@ -37,7 +38,6 @@ from meshjit.passes.propagation.build import SHARDING, dict_sharding
 from meshjit.passes.propagation.export import Exporter
 
 _CONSTRAINT = re.compile(r"^(\s*%[^=]*= )sdy\.sharding_constraint ", re.MULTILINE)
-_CONSTANT = re.compile(r"^(\s*%[^=]*= )stablehlo\.constant ", re.MULTILINE)
 _GROUP = re.compile(r"^[ \t]*sdy\.sharding_group .*\n", re.MULTILINE)
 
 
@@ -55,32 +55,51 @@ class ExportShardingsPass(ModulePass):
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         graph = read_graph(module, diags.source_name)
         write_attrs(module, Exporter(self.close_shardings).plan(graph, diags))
-        if self.constraints_to_reshards and any(
-            n.op
-            in ("sdy.sharding_constraint", "sdy.sharding_group", "stablehlo.constant")
-            or _mentions_unreduced(n)
-            for n in graph.walk()
-        ):
-            # The two ops print alike (`%r = OP %x <@mesh, [...]> : type`), so
-            # the rename is one word per line of the printed module. Sharding
-            # groups have done their work (their members agree): Shardy's
-            # export removes them, and so does this form. A constraint nothing
-            # uses has done its work too (propagation read it): it goes, as
-            # in Shardy's export, rather than become a reshard of nothing.
-            handles = op_handles(module)
+        if not self.constraints_to_reshards:
+            return
+        ops = {n.op for n in graph.walk()}
+        rename = bool(ops & {"sdy.sharding_constraint", "sdy.sharding_group"})
+        unreduced = any(_mentions_unreduced(n) for n in graph.walk())
+        if not (rename or unreduced or "stablehlo.constant" in ops):
+            return
+        handles = op_handles(module)
+        if unreduced:
             _insert_all_reduces(module, read_graph(module, diags.source_name), handles)
-            for node in reversed(graph.nodes):
-                if node.op == "sdy.sharding_constraint" and not any(
-                    graph.users(v) for v in node.results
-                ):
-                    handles[node.id].erase()
+        # Shardy's pipeline leaves its constants as sdy.constant (same
+        # operands, attributes and result): replaced in place.
+        with module.context:
+            for node in graph.nodes:
+                if node.op == "stablehlo.constant":
+                    old = handles[node.id]
+                    made = ir.Operation.create(
+                        "sdy.constant",
+                        results=[old.result.type],
+                        attributes={k: old.attributes[k] for k in old.attributes},
+                        loc=old.location,
+                        ip=ir.InsertionPoint(old),
+                    )
+                    old.result.replace_all_uses_with(made.result)
+                    old.erase()
+        # A constraint nothing uses has done its work (propagation read it):
+        # it goes, as in Shardy's export, rather than become a reshard of
+        # nothing.
+        for node in reversed(graph.nodes):
+            if node.op == "sdy.sharding_constraint" and not any(
+                graph.users(v) for v in node.results
+            ):
+                handles[node.id].erase()
+        if rename:
+            # A constraint and the reshard it stands for print alike (`%r = OP
+            # %x <@mesh, [...]> : type`), so the rename is one word per line
+            # of the printed module. Sharding groups have done their work
+            # (their members agree): Shardy's export removes them, and so
+            # does this form.
             text = _CONSTRAINT.sub(
                 r"\1sdy.reshard ", print_module(module, debug_info=True)
             )
-            text = _GROUP.sub("", text)
-            # Shardy's pipeline leaves its constants as sdy.constant (same form)
-            text = _CONSTANT.sub(r"\1sdy.constant ", text)
-            replace_module(module, text, diags.source_name)
+            replace_module(module, _GROUP.sub("", text), diags.source_name)
+        else:
+            invalidate_graphs(module)
 
 
 def _mentions_unreduced(node: Node) -> bool:
