@@ -55,7 +55,7 @@ from meshjit.passes.autoshard.strategies import (
     tensor_layouts,
 )
 from meshjit.passes.partitioner.builder import itemsize
-from meshjit.passes.partitioner.context import op_work
+from meshjit.passes.partitioner.context import efficiency, op_work
 from meshjit.passes.partitioner.cost import CostModel, reshard_seconds
 from meshjit.passes.partitioner.layouts import is_elementwise, layout_of
 from meshjit.passes.partitioner.table import ALWAYS_REPLICATED
@@ -320,7 +320,8 @@ class _Builder:
         work = op_work(self.g, node)
         if _fusible(node.op, rule):
             work = (work[0], self._fused_bytes(node, operands, results))
-        key = (node.op, rule, reducible, tuple(operands), tuple(results), work)
+        slow = efficiency(node)
+        key = (node.op, rule, reducible, tuple(operands), tuple(results), work, slow)
         strategies = self.caches.strategies.get(key)
         if strategies is None:
             strategies = op_strategies(
@@ -331,6 +332,7 @@ class _Builder:
                 work,
                 self.mesh,
                 self.cost,
+                slow,
             )
             self.caches.strategies[key] = strategies
         given = _opaque(node.attr(SHARDING))
@@ -690,12 +692,15 @@ def merge_edges(edges: Sequence[Edge]) -> list[Edge]:
     return out
 
 
-def _independent_reductions(graph: Graph, order: Sequence[Node]) -> frozenset[int]:
-    """Top-level ops from whose results no contraction or reduction can be
-    reached: their partial results are reduced independently of one another
-    (the gradients of a train step), so the collectives that reduce them are
-    combined into one (XLA combines all-reduces; meshjit's partitioner
-    combines reduce-scatters) and pay one launch latency between them."""
+def _reduction_rounds(graph: Graph, order: Sequence[Node]) -> dict[int, int]:
+    """Per reducing top-level op, the round its partial results are reduced
+    in: ops in one round are independent of one another, so the collectives
+    that reduce them are combined into one (XLA combines all-reduces;
+    meshjit's partitioner combines reduce-scatters and small all-reduces)
+    and pay one launch latency between them. An op from whose results no
+    contraction or reduction can be reached (the gradients of a train step)
+    is in the last round (-1), with all such; any other is in round 1 +
+    the highest round among the reducing ops it can be reached from."""
     top = {n.id: n.id for n in order}
 
     def ancestor(nid: int) -> int | None:
@@ -720,7 +725,22 @@ def _independent_reductions(graph: Graph, order: Sequence[Node]) -> frozenset[in
             if found:
                 break
         reaches[node.id] = found
-    return frozenset(n.id for n in order if not reaches[n.id] and n.op in REDUCING_OPS)
+    # Rounds: how many reducing ops a node's inputs passed through at most.
+    depth: dict[int, int] = {}
+    rounds: dict[int, int] = {}
+    for node in order:
+        below = 0
+        for vid in node.operands:
+            owner = graph.value(vid).owner
+            up = ancestor(owner) if owner >= 0 else None
+            if up is not None:
+                below = max(below, depth.get(up, 0))
+        if node.op in REDUCING_OPS:
+            rounds[node.id] = -1 if not reaches[node.id] else below
+            depth[node.id] = below + 1
+        else:
+            depth[node.id] = below
+    return rounds
 
 
 # Ops XLA fuses into loops with their elementwise neighbours (besides the
@@ -795,22 +815,22 @@ def build(
         _add_node(b, node, share_layers)
     res_attrs = main.attr("res_attrs")
     costs = [[0.0] * n for n in b.group_sizes]
-    independent = _independent_reductions(graph, order)
-    sharing: dict[str, tuple[float, list[tuple[int, int]]]] = {}
+    rounds = _reduction_rounds(graph, order)
+    sharing: dict[tuple[str, int], tuple[float, list[tuple[int, int]]]] = {}
     for member in b.members:
-        alone = member.node not in independent
+        found = rounds.get(member.node)
         for i, own in enumerate(member.pick):
             s = member.strategies[own]
             costs[member.group][i] += s.cost
-            if alone or not s.kind or not s.latency:
+            if found is None or not s.kind or not s.latency:
                 continue
             costs[member.group][i] -= s.latency
-            most, members = sharing.get(s.kind, (0.0, []))
+            most, members = sharing.get((s.kind, found), (0.0, []))
             members.append((member.group, i))
-            sharing[s.kind] = (max(most, s.latency), members)
+            sharing[s.kind, found] = (max(most, s.latency), members)
     shared = tuple(
         Shared(seconds, tuple(dict.fromkeys(members)), f"independent {kind}s")
-        for kind, (seconds, members) in sorted(sharing.items())
+        for (kind, _), (seconds, members) in sorted(sharing.items())
     )
     auto_results = []
     for i, vid in enumerate(returned):

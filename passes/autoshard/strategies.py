@@ -22,10 +22,16 @@ from dataclasses import dataclass
 from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.dialects.sharding import AxisRef, MeshModel
-from meshjit.passes.partitioner.cost import CostModel, reshard_seconds
+from meshjit.passes.partitioner.cost import (
+    PLAIN,
+    CostModel,
+    Efficiency,
+    reshard_seconds,
+)
 from meshjit.passes.partitioner.layouts import (
     keep_compound_dims_valid,
     layout_text,
+    local_shape,
     project,
     span,
 )
@@ -142,17 +148,33 @@ def op_strategies(
     work: tuple[float, float],
     mesh: MeshModel,
     cost: CostModel,
+    slow: Efficiency = PLAIN,
 ) -> list[Strategy]:
     """The op's strategies (the replicated one first). `work`: the op's
-    FLOPs and bytes touched on global shapes."""
+    FLOPs and bytes touched on global shapes; `slow`: what slows it on its
+    per-device blocks (`cost.Efficiency`)."""
     flops, nbytes = work
     out: list[Strategy] = []
     for factors in factor_assignments(rule, splittable, mesh):
         ways = math.prod(a.full_size(mesh) for f in factors for a in f)
-        compute = cost.compute_seconds(flops / ways, nbytes / ways)
         ins = tuple(
             None if t.shape is None else project(dims, factors, mesh)
             for dims, t in zip(rule.operands, operands, strict=True)
+        )
+        more_flops = more_bytes = 1.0
+        if slow is not PLAIN:
+            outs_early = (project(dims, factors, mesh) for dims in rule.results)
+            blocks = [
+                None
+                if t.shape is None or lay is None
+                else (local_shape(t.shape, lay, mesh), t.itemsize)
+                for t, lay in zip(
+                    (*operands, *results), (*ins, *outs_early), strict=True
+                )
+            ]
+            more_flops, more_bytes = slow.scale(cost, blocks)
+        compute = cost.compute_seconds(
+            flops * more_flops / ways, nbytes * more_bytes / ways
         )
         outs = tuple(
             None if t.shape is None else project(dims, factors, mesh)

@@ -44,7 +44,14 @@ from meshjit.passes.partitioner.builder import (
     groups_attr,
     itemsize,
 )
-from meshjit.passes.partitioner.cost import CostModel, op_flops, reshard_seconds
+from meshjit.passes.partitioner.cost import (
+    PLAIN,
+    CostModel,
+    Efficiency,
+    KernelDims,
+    op_flops,
+    reshard_seconds,
+)
 from meshjit.passes.partitioner.layouts import (
     axes_text,
     axis_text,
@@ -1066,6 +1073,33 @@ def op_work(graph: Graph, node: Node) -> tuple[float, float]:
         if v.shape is not None
     )
     return flops, float(nbytes)
+
+
+def efficiency(node: Node) -> Efficiency:
+    """What slows `node` on its per-device blocks (`cost.Efficiency`)."""
+    kernel = kernel_dims(node)
+    vectors = node.op == "stablehlo.reduce"
+    if kernel is None and not vectors:
+        return PLAIN
+    return Efficiency(kernel, vectors)
+
+
+def kernel_dims(node: Node) -> KernelDims | None:
+    """A convolution's kernel dims (what `CostModel.gemm_slowdown` reads);
+    None for other ops."""
+    if node.op != "stablehlo.convolution":
+        return None
+    dims = node.attrs.get("dimension_numbers")
+    if not isinstance(dims, Mapping):
+        return None
+    out_f = dims.get("kernel_output_feature_dimension")
+    in_f = dims.get("kernel_input_feature_dimension")
+    spatial = dims.get("kernel_spatial_dimensions")
+    if not (isinstance(out_f, int) and isinstance(in_f, int)):
+        return None
+    if not isinstance(spatial, tuple):
+        return None
+    return KernelDims(out_f, in_f, tuple(int(d) for d in spatial))
 
 
 def _float_bits(dtype: str) -> int:

@@ -67,6 +67,15 @@ class CostModel:
     # once per operand (XLA's CPU backend): independent all-reduces share a
     # launch only where meshjit concatenates them (`partitioner/combine.py`).
     variadic_launches: bool = False
+    # A convolution runs as a GEMM per output pixel: N = the kernel's output
+    # features, K = its input features times its window. Below these sizes
+    # (per device) the GEMM leaves vector lanes or its inner loop idle and
+    # runs proportionally slower (`gemm_slowdown`); 1 = no such effect.
+    gemm_n_tile: int = 1
+    gemm_k_tile: int = 1
+    # Bytes one vector instruction holds: a reduction touches its blocks'
+    # minor dims in whole vectors (`vector_padding`); 0 = no such effect.
+    vector_bytes: int = 0
 
     def collective_seconds(self, kind: str, nbytes: int, group: int) -> float:
         if nbytes == 0 or (group <= 1 and kind != "collective-permute"):
@@ -89,6 +98,69 @@ class CostModel:
     def compute_seconds(self, flops: float, nbytes: float) -> float:
         return max(flops / self.flops, nbytes / self.memory_bandwidth)
 
+    def gemm_slowdown(self, kernel: KernelDims, local: Sequence[int]) -> float:
+        """How much slower than `flops` a convolution runs whose kernel's
+        per-device block is `local` (1.0 at or above both tiles)."""
+        n = local[kernel.out_feature]
+        k = local[kernel.in_feature] * math.prod(local[d] for d in kernel.spatial)
+        return max(1.0, self.gemm_n_tile / max(n, 1)) * max(
+            1.0, self.gemm_k_tile / max(k, 1)
+        )
+
+    def vector_padding(self, local: Sequence[int], itemsize: int) -> float:
+        """How many times its bytes a reduction pays on a block of this
+        shape: its minor dim rounded up to whole vectors."""
+        lanes = self.vector_bytes // max(itemsize, 1)
+        if lanes <= 1 or not local or local[-1] <= 0:
+            return 1.0
+        m = local[-1]
+        return lanes * -(-m // lanes) / m
+
+
+@dataclass(frozen=True, slots=True)
+class KernelDims:
+    """A convolution kernel's dims: output feature, input feature, window."""
+
+    out_feature: int
+    in_feature: int
+    spatial: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """What makes an op slower on its per-device blocks than its FLOPs and
+    bytes say: a convolution's GEMM shape (`kernel`: operand 1 is the
+    kernel), or a reduction's minor dims (`vectors`: rows shorter than a
+    vector leave lanes idle)."""
+
+    kernel: KernelDims | None = None
+    vectors: bool = False
+
+    def scale(
+        self, cost: CostModel, blocks: Sequence[tuple[Sequence[int], int] | None]
+    ) -> tuple[float, float]:
+        """(FLOPs factor, bytes factor) for the op whose operands then
+        results have these per-device blocks (shape, itemsize; None for a
+        value that is not a ranked tensor)."""
+        flops = bytes_ = 1.0
+        if self.kernel is not None and len(blocks) > 1 and blocks[1] is not None:
+            flops = cost.gemm_slowdown(self.kernel, blocks[1][0])
+        if self.vectors:
+            total = padded = 0.0
+            for block in blocks:
+                if block is None:
+                    continue
+                local, size = block
+                n = math.prod(local) * size
+                total += n
+                padded += n * cost.vector_padding(local, size)
+            if total:
+                bytes_ = padded / total
+        return flops, bytes_
+
+
+PLAIN = Efficiency()
+
 
 # Documented defaults per platform. "cpu": this project's machine class, 8
 # virtual devices on 2 cores, as `python -m meshjit.calibrate` measured it
@@ -104,6 +176,15 @@ class CostModel:
 # combining independent all-reduces shares nothing unless meshjit
 # concatenates them. The devices share two cores (~19 GFLOP/s and ~3 GB/s of
 # memory traffic each, from two sizes less the program's launch).
+# A convolution whose per-device kernel has fewer than 8 output features or
+# a window times input features under 32 runs slower per FLOP in proportion
+# (XLA's CPU convolutions, measured 2026-11-26 inside 8-device programs: a
+# 7x7x3 kernel with 2 output features 2.8x slower per FLOP than with 16, a
+# 3x3x1x8 one 3.2x slower than 3x3x8x8, a 1x1x16x1 one ~20x). A reduction
+# over blocks whose minor dim is under a vector (8 f32) costs as if it were
+# padded to one: summing a 16x16x16x2 block over its first three dims takes
+# 3x as long as a 2x16x16x16 one, as long as a 16x16x16x8 one. Element-wise
+# ops and windows showed no such effect.
 # "gpu": one H100 node over NVLink (about 10 us per collective, ~150 GB/s per
 # device for ring collectives, ~50 TFLOP/s of f32, 3 TB/s of HBM).
 PLATFORMS: dict[str, CostModel] = {
@@ -120,6 +201,9 @@ PLATFORMS: dict[str, CostModel] = {
             ("collective-permute", 2.1e9),
         ),
         variadic_launches=True,
+        gemm_n_tile=8,
+        gemm_k_tile=32,
+        vector_bytes=32,
     ),
     "gpu": CostModel(
         latency=10e-6, bandwidth=150e9, flops=50e12, memory_bandwidth=3e12
@@ -164,6 +248,14 @@ def load_cost(spec: str) -> CostModel:
                 f"the kinds are {', '.join(_KIND.values())}"
             )
         per_kind[table] = tuple(sorted((str(k), float(v)) for k, v in kinds.items()))
+    tiles = {}
+    for name, least in (("gemm_n_tile", 1), ("gemm_k_tile", 1), ("vector_bytes", 0)):
+        tile = data.get(name, least)
+        if not isinstance(tile, int) or isinstance(tile, bool) or tile < least:
+            raise ValueError(
+                f"cost model file {spec!r}: {name} is not an integer >= {least}"
+            )
+        tiles[name] = tile
     numbers = [*values.values(), *(v for t in per_kind.values() for _, v in t)]
     if any(not v > 0 for v in numbers):
         raise ValueError(f"cost model file {spec!r}: every number must be positive")
@@ -175,6 +267,7 @@ def load_cost(spec: str) -> CostModel:
         per_kind["kind_bandwidth"],
         per_kind["kind_latency"],
         variadic,
+        **tiles,
     )
 
 

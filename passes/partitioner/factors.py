@@ -17,8 +17,8 @@ from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.dialects.sharding import AxisRef
 from meshjit.passes.partitioner.builder import itemsize
-from meshjit.passes.partitioner.context import PartitionCtx
-from meshjit.passes.partitioner.cost import CostModel, reshard_seconds
+from meshjit.passes.partitioner.context import PartitionCtx, efficiency
+from meshjit.passes.partitioner.cost import PLAIN, CostModel, reshard_seconds
 from meshjit.passes.partitioner.halo import (
     Window,
     WindowPlan,
@@ -29,6 +29,7 @@ from meshjit.passes.partitioner.halo import (
 from meshjit.passes.partitioner.layouts import (
     keep_compound_dims_valid,
     layout_text,
+    local_shape,
     project,
     span,
     split_to_factors,
@@ -421,6 +422,19 @@ def factor_cost(
     used = {a for f in factors for a in f}
     ways = math.prod(a.full_size(ctx.mesh) for a in used)
     flops, nbytes = ctx.work(node)
+    slow = efficiency(node)
+    if slow is not PLAIN:
+        layouts = [*wants, *(project(t, factors, ctx.mesh) for t in rule.results)]
+        blocks = []
+        for vid, lay in zip((*node.operands, *node.results), layouts, strict=True):
+            v = ctx.graph.value(vid)
+            blocks.append(
+                None
+                if v.shape is None
+                else (local_shape(v.shape, lay, ctx.mesh), itemsize(v.dtype))
+            )
+        more_flops, more_bytes = slow.scale(ctx.cost, blocks)
+        flops, nbytes = flops * more_flops, nbytes * more_bytes
     return total + ctx.cost.compute_seconds(flops / ways, nbytes / ways)
 
 

@@ -10,9 +10,12 @@ import pytest
 
 from meshjit.frontend.stages import partition_pipeline
 from meshjit.passes.partitioner.cost import (
+    PLAIN,
     PLATFORMS,
     SMALL_REDUCE_BYTES,
     CostModel,
+    Efficiency,
+    KernelDims,
     load_cost,
     op_flops,
 )
@@ -172,3 +175,43 @@ def test_plans_within_two_percent_are_a_tie_broken_by_bytes() -> None:
     report = compiled.partition_report
     assert report.counts() == {"all-gather": 4}, report.collectives_text()
     assert report.total_bytes == 4 * 12288
+
+
+def test_small_blocks_slow_convolutions_and_reductions(tmp_path: Path) -> None:
+    """Per-device blocks below the CPU's tiles cost more than their FLOPs and
+    bytes: a convolution's GEMM (N = output features, K = input features x
+    window) and a reduction's minor dim (rounded up to a vector of 8 f32)."""
+    cpu = PLATFORMS["cpu"]
+    kernel = KernelDims(out_feature=3, in_feature=2, spatial=(0, 1))
+    assert cpu.gemm_slowdown(kernel, (3, 3, 16, 16)) == 1.0  # K = 144, N = 16
+    assert cpu.gemm_slowdown(kernel, (7, 7, 3, 2)) == 4.0  # N = 2 of 8
+    assert cpu.gemm_slowdown(kernel, (3, 3, 1, 8)) == pytest.approx(32 / 9)
+    assert cpu.gemm_slowdown(kernel, (1, 1, 16, 1)) == 8.0 * 2.0
+    assert cpu.vector_padding((16, 16, 16, 2), 4) == 4.0
+    assert cpu.vector_padding((2, 16, 16, 16), 4) == 1.0
+    assert cpu.vector_padding((16, 12), 4) == pytest.approx(16 / 12)
+    assert cpu.vector_padding((16, 2), 2) == 8.0  # bf16: 16 lanes
+    assert PLAIN.scale(cpu, [((16, 16, 16, 2), 4)]) == (1.0, 1.0)
+    reduce = Efficiency(vectors=True)
+    # Bytes-weighted over operand and result: 32 KiB at 4x, 8 B at 4x.
+    assert reduce.scale(cpu, [((16, 16, 16, 2), 4), ((2,), 4)]) == (1.0, 4.0)
+    conv = Efficiency(kernel=kernel)
+    assert conv.scale(cpu, [((16, 8, 8, 8), 4), ((7, 7, 3, 2), 4), None]) == (
+        4.0,
+        1.0,
+    )
+    # The GPU defaults and files without the fields have no such effects.
+    gpu = PLATFORMS["gpu"]
+    assert gpu.gemm_slowdown(kernel, (1, 1, 1, 1)) == 1.0
+    assert gpu.vector_padding((16, 1), 4) == 1.0
+    path = tmp_path / "model.json"
+    good = {"latency": 1, "bandwidth": 1, "flops": 1, "memory_bandwidth": 1}
+    path.write_text(json.dumps({**good, "gemm_n_tile": 4, "vector_bytes": 64}))
+    model = load_cost(str(path))
+    assert (model.gemm_n_tile, model.gemm_k_tile, model.vector_bytes) == (4, 1, 64)
+    path.write_text(json.dumps({**good, "gemm_k_tile": 0}))
+    with pytest.raises(ValueError, match="gemm_k_tile is not an integer >= 1"):
+        load_cost(str(path))
+    path.write_text(json.dumps({**good, "vector_bytes": 2.5}))
+    with pytest.raises(ValueError, match="vector_bytes is not an integer >= 0"):
+        load_cost(str(path))
