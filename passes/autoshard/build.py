@@ -818,16 +818,16 @@ def build(
     rounds = _reduction_rounds(graph, order)
     sharing: dict[tuple[str, int], tuple[float, list[tuple[int, int]]]] = {}
     for member in b.members:
-        found = rounds.get(member.node)
+        in_round = rounds.get(member.node)
         for i, own in enumerate(member.pick):
             s = member.strategies[own]
             costs[member.group][i] += s.cost
-            if found is None or not s.kind or not s.latency:
+            if in_round is None or not s.kind or not s.latency:
                 continue
             costs[member.group][i] -= s.latency
-            most, members = sharing.get((s.kind, found), (0.0, []))
+            most, members = sharing.get((s.kind, in_round), (0.0, []))
             members.append((member.group, i))
-            sharing[s.kind, found] = (max(most, s.latency), members)
+            sharing[s.kind, in_round] = (max(most, s.latency), members)
     shared = tuple(
         Shared(seconds, tuple(dict.fromkeys(members)), f"independent {kind}s")
         for (kind, _), (seconds, members) in sorted(sharing.items())

@@ -1099,7 +1099,7 @@ def kernel_dims(node: Node) -> KernelDims | None:
         return None
     if not isinstance(spatial, tuple):
         return None
-    return KernelDims(out_f, in_f, tuple(int(d) for d in spatial))
+    return KernelDims(out_f, in_f, tuple(d for d in spatial if isinstance(d, int)))
 
 
 def _float_bits(dtype: str) -> int:
