@@ -91,8 +91,14 @@ class ShareLayers(enum.Enum):
 # Sharing a decision among identical layers makes the problem several times
 # smaller but may cost time: the first and last layers, or copies that want to
 # alternate, lose their own choice (estimated +0-8% on the bench's models).
-# Below this many variables (about 5 s of HiGHS here) the search runs without.
-SHARE_ABOVE = 200_000
+# Below this many variables the search runs without. 200k was about 5 s of
+# HiGHS here until independent reductions shared their launches by rounds
+# (each round a variable and a row per member group): the Llama step over
+# (2, 4) then took 7.6 s at 194k variables; shared, 89k and 2.7 s with the
+# same estimate (GPT-2: 167k, 4.7 s -> 73k, 2.0 s, the same estimate;
+# ResNet: 194k, 3.9 s -> 130k, 2.4 s, +1.5% estimated, measured 0.87x data
+# parallelism's step either way).
+SHARE_ABOVE = 150_000
 
 
 @dataclass(frozen=True)

@@ -816,7 +816,7 @@ def build(
     res_attrs = main.attr("res_attrs")
     costs = [[0.0] * n for n in b.group_sizes]
     rounds = _reduction_rounds(graph, order)
-    sharing: dict[tuple[str, int], tuple[float, list[tuple[int, int]]]] = {}
+    sharing: dict[tuple[str, int], list[tuple[int, int, float]]] = {}
     for member in b.members:
         in_round = rounds.get(member.node)
         for i, own in enumerate(member.pick):
@@ -825,13 +825,22 @@ def build(
             if in_round is None or not s.kind or not s.latency:
                 continue
             costs[member.group][i] -= s.latency
-            most, members = sharing.get((s.kind, in_round), (0.0, []))
-            members.append((member.group, i))
-            sharing[s.kind, in_round] = (max(most, s.latency), members)
-    shared = tuple(
-        Shared(seconds, tuple(dict.fromkeys(members)), f"independent {kind}s")
-        for (kind, _), (seconds, members) in sorted(sharing.items())
-    )
+            sharing.setdefault((s.kind, in_round), []).append(
+                (member.group, i, s.latency)
+            )
+    shared = []
+    for (kind, _), found in sorted(sharing.items()):
+        if len({g for g, _, _ in found}) == 1:
+            # One group (a round of one op, or of ops that share a decision):
+            # nothing to share, each strategy pays its own launch. Charged
+            # directly, the search keeps no variable and rows for it (such
+            # rows slowed the Llama step's solve 1.7x).
+            for g, i, latency in found:
+                costs[g][i] += latency
+            continue
+        members = tuple(dict.fromkeys((g, i) for g, i, _ in found))
+        seconds = max(latency for _, _, latency in found)
+        shared.append(Shared(seconds, members, f"independent {kind}s"))
     auto_results = []
     for i, vid in enumerate(returned):
         text = _entry_sharding(res_attrs, i)
@@ -852,7 +861,7 @@ def build(
         tuple(tuple(c) for c in costs),
         tuple(edges),
         tuple(memory),
-        shared,
+        tuple(shared),
         tuple(fans),
         b.ties(pairs, block.args, returned),
     )
