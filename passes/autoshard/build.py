@@ -829,17 +829,16 @@ def build(
                 (member.group, i, s.latency)
             )
     shared = []
-    for (kind, _), found in sorted(sharing.items()):
-        if len({g for g, _, _ in found}) == 1:
+    for (kind, _), entries in sorted(sharing.items()):
+        if len({g for g, _, _ in entries}) == 1:
             # One group (a round of one op, or of ops that share a decision):
-            # nothing to share, each strategy pays its own launch. Charged
-            # directly, the search keeps no variable and rows for it (such
-            # rows slowed the Llama step's solve 1.7x).
-            for g, i, latency in found:
+            # nothing to share, each strategy pays its own launch, charged
+            # directly (no variable or row for it).
+            for g, i, latency in entries:
                 costs[g][i] += latency
             continue
-        members = tuple(dict.fromkeys((g, i) for g, i, _ in found))
-        seconds = max(latency for _, _, latency in found)
+        members = tuple(dict.fromkeys((g, i) for g, i, _ in entries))
+        seconds = max(latency for _, _, latency in entries)
         shared.append(Shared(seconds, members, f"independent {kind}s"))
     auto_results = []
     for i, vid in enumerate(returned):
