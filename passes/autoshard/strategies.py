@@ -31,7 +31,7 @@ from meshjit.passes.partitioner.cost import (
 from meshjit.passes.partitioner.layouts import (
     keep_compound_dims_valid,
     layout_text,
-    local_shape,
+    local_blocks,
     project,
     span,
 )
@@ -161,24 +161,17 @@ def op_strategies(
             None if t.shape is None else project(dims, factors, mesh)
             for dims, t in zip(rule.operands, operands, strict=True)
         )
-        more_flops = more_bytes = 1.0
-        if slow is not PLAIN:
-            outs_early = (project(dims, factors, mesh) for dims in rule.results)
-            blocks = [
-                None
-                if t.shape is None or lay is None
-                else (local_shape(t.shape, lay, mesh), t.itemsize)
-                for t, lay in zip(
-                    (*operands, *results), (*ins, *outs_early), strict=True
-                )
-            ]
-            more_flops, more_bytes = slow.scale(cost, blocks)
-        compute = cost.compute_seconds(
-            flops * more_flops / ways, nbytes * more_bytes / ways
-        )
         outs = tuple(
             None if t.shape is None else project(dims, factors, mesh)
             for dims, t in zip(rule.results, results, strict=True)
+        )
+        more_flops = more_bytes = 1.0
+        if slow is not PLAIN:
+            tensors = [(t.shape, t.itemsize) for t in (*operands, *results)]
+            blocks = local_blocks(tensors, (*ins, *outs), mesh)
+            more_flops, more_bytes = slow.scale(cost, blocks)
+        compute = cost.compute_seconds(
+            flops * more_flops / ways, nbytes * more_bytes / ways
         )
         partial = tuple(
             a

@@ -29,7 +29,7 @@ from meshjit.passes.partitioner.halo import (
 from meshjit.passes.partitioner.layouts import (
     keep_compound_dims_valid,
     layout_text,
-    local_shape,
+    local_blocks,
     project,
     span,
     split_to_factors,
@@ -424,15 +424,10 @@ def factor_cost(
     flops, nbytes = ctx.work(node)
     slow = efficiency(node)
     if slow is not PLAIN:
+        values = [ctx.graph.value(v) for v in (*node.operands, *node.results)]
         layouts = [*wants, *(project(t, factors, ctx.mesh) for t in rule.results)]
-        blocks = []
-        for vid, lay in zip((*node.operands, *node.results), layouts, strict=True):
-            v = ctx.graph.value(vid)
-            blocks.append(
-                None
-                if v.shape is None
-                else (local_shape(v.shape, lay, ctx.mesh), itemsize(v.dtype))
-            )
+        tensors = [(v.shape, itemsize(v.dtype)) for v in values]
+        blocks = local_blocks(tensors, layouts, ctx.mesh)
         more_flops, more_bytes = slow.scale(ctx.cost, blocks)
         flops, nbytes = flops * more_flops, nbytes * more_bytes
     return total + ctx.cost.compute_seconds(flops / ways, nbytes / ways)

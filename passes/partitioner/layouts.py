@@ -40,6 +40,20 @@ def local_shape(
     )
 
 
+def local_blocks(
+    tensors: Sequence[tuple[Sequence[int] | None, int]],
+    layouts: Sequence[Layout | None],
+    mesh: MeshModel,
+) -> list[tuple[tuple[int, ...], int] | None]:
+    """Each (shape, itemsize)'s per-device block under its layout, with its
+    itemsize (what `cost.Efficiency.scale` reads); None where the shape or
+    the layout is."""
+    return [
+        None if shape is None or lay is None else (local_shape(shape, lay, mesh), size)
+        for (shape, size), lay in zip(tensors, layouts, strict=True)
+    ]
+
+
 def uneven_dims(shape: Sequence[int], layout: Layout, mesh: MeshModel) -> list[int]:
     """Dims whose axes do not divide them (their last blocks are padded)."""
     return [
