@@ -6,7 +6,10 @@ fixed latency and the bandwidth one device sends at, per collective kind,
 from chains of dependent collectives inside one program at two sizes (what a
 collective adds to a partitioned program); whether a variadic all-reduce
 launches once per operand; FLOP/s from a matmul; memory bandwidth from an
-elementwise op (both from two sizes, less the program's launch). Use the
+elementwise op (both from two sizes, less the program's launch); the
+small-block constants (`gemm_n_tile`, `gemm_k_tile`, `vector_bytes`) are
+copied from the platform's documented defaults and listed as
+`not_measured`. Use the
 file with `meshjit-opt -p 'partition{cost=FILE}'` or `MESHJIT_COST=FILE` for
 `meshjit.jit`. Timings are medians of repeated runs; on a busy or small
 machine they are noisy, so run it on an idle one.
@@ -30,6 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+
+from meshjit.passes.partitioner.cost import PLATFORMS, CostModel
+
+BLOCK_FIELDS = ("gemm_n_tile", "gemm_k_tile", "vector_bytes")
 
 
 def _seconds(fn: Callable[[], Any], repeat: int) -> float:
@@ -201,6 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     found = calibrate(args.devices, args.repeat)
     found["platform"] = jax.devices()[0].platform
+    # Not measured here: how small per-device blocks slow convolutions and
+    # reductions (measured by hand, `cost.py`'s "cpu" comment). The file
+    # carries the platform's documented values so that using it keeps them.
+    defaults = PLATFORMS.get(found["platform"], CostModel())
+    for name in BLOCK_FIELDS:
+        found[name] = getattr(defaults, name)
+    found["not_measured"] = list(BLOCK_FIELDS)
     found["devices"] = args.devices
     text = json.dumps(found, indent=1)
     print(text)

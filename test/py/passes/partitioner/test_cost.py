@@ -136,6 +136,18 @@ def test_calibrate_measures_a_usable_model(tmp_path: Path) -> None:
     kinds = {"all-gather", "all-reduce", "reduce-scatter", "all-to-all"}
     assert kinds <= {k for k, _ in model.kind_latency}
     assert isinstance(model.variadic_launches, bool)
+    # The small-block constants are the platform's defaults, and say so.
+    cpu = PLATFORMS["cpu"]
+    assert (model.gemm_n_tile, model.gemm_k_tile, model.vector_bytes) == (
+        cpu.gemm_n_tile,
+        cpu.gemm_k_tile,
+        cpu.vector_bytes,
+    )
+    assert json.loads(out.read_text())["not_measured"] == [
+        "gemm_n_tile",
+        "gemm_k_tile",
+        "vector_bytes",
+    ]
 
 
 @pytest.mark.devices(8)
