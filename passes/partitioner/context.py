@@ -1046,15 +1046,12 @@ def op_work(graph: Graph, node: Node) -> tuple[float, float]:
             if isinstance(found, tuple):
                 contracted = math.prod(lhs[int(d)] for d in found if isinstance(d, int))
     elif node.op == "stablehlo.convolution":
-        dims = node.attrs.get("dimension_numbers")
+        kernel = kernel_dims(node)
         rhs = operands[1].shape or ()
-        if isinstance(dims, Mapping):
-            spatial = dims.get("kernel_spatial_dimensions")
-            k_in = dims.get("kernel_input_feature_dimension")
-            if isinstance(spatial, tuple) and isinstance(k_in, int):
-                contracted = rhs[k_in] * math.prod(
-                    rhs[int(d)] for d in spatial if isinstance(d, int)
-                )
+        if kernel is not None and rhs:
+            contracted = rhs[kernel.in_feature] * math.prod(
+                rhs[d] for d in kernel.spatial
+            )
     elif node.op == "stablehlo.sort":
         dim = node.attrs.get("dimension")
         shape = operands[0].shape or ()
