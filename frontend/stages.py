@@ -47,6 +47,7 @@ from meshjit.frontend.trace import (
 from meshjit.passes import JIT_PROPAGATION
 from meshjit.passes.autoshard.result import AutoShardResult
 from meshjit.passes.partition import PartitionReport
+from meshjit.passes.partitioner.memory import parse_bytes
 
 STAGES = ("traced", "sharded", "propagated", "partitioned")
 _DIALECTS = ("stablehlo", "mhlo", "hlo")
@@ -384,6 +385,13 @@ class Lowered(_Stage):
         return propagation_pipeline(self._inputs)
 
     @property
+    def partition_pipeline(self) -> str:
+        """The partition pass these shardings compile with."""
+        return partition_pipeline(
+            self._inputs.placement.mesh.flat_devices, memory_limit(self._inputs)
+        )
+
+    @property
     def out_info(self) -> Any:
         return self._inputs.traced.out_info
 
@@ -399,7 +407,7 @@ class Lowered(_Stage):
             self._texts["propagated"] = text
             return text
         if stage == "partitioned":
-            pipeline = partition_pipeline(self._inputs.placement.mesh.flat_devices)
+            pipeline = self.partition_pipeline
             try:
                 with self._ready_to_partition() as (module, source):
                     run_pipeline(
@@ -579,7 +587,7 @@ class Lowered(_Stage):
         options = dict(inputs.compiler_options or {})
         options.update(compiler_options or {})
         devices = list(inputs.placement.mesh.flat_devices)
-        pipeline = partition_pipeline(devices)
+        pipeline = self.partition_pipeline
         key = None
         # A program with host callbacks is not cached: its callbacks are
         # Python functions of this process.
@@ -673,9 +681,26 @@ def cost_spec(devices: Sequence[Any]) -> str:
     return spec
 
 
-def partition_pipeline(devices: Sequence[Any]) -> str:
-    """The partition pass with the cost model for these devices."""
-    return f"partition{{cost={cost_spec(devices)}}}"
+def partition_pipeline(devices: Sequence[Any], memory_limit: str = "") -> str:
+    """The partition pass with the cost model for these devices, and the
+    per-device memory limit its choices keep to ("": none)."""
+    limit = f" memory-limit={memory_limit}" if memory_limit else ""
+    return f"partition{{cost={cost_spec(devices)}{limit}}}"
+
+
+def memory_limit(inputs: LoweringInputs) -> str:
+    """The partitioner's per-device memory limit: AUTO's memory budget (the
+    layouts it chose fit it; the partitioner's gathers keep to it too), else
+    `MESHJIT_MEMORY_LIMIT` (512MiB, 2GB, 1e9), else none."""
+    auto = inputs.placement.auto
+    if auto is not None and auto.memory_budget is not None:
+        return str(auto.memory_budget).replace(" ", "")
+    text = os.environ.get("MESHJIT_MEMORY_LIMIT", "").replace(" ", "")
+    try:
+        parse_bytes(text, "MESHJIT_MEMORY_LIMIT")
+    except ValueError as err:
+        raise ShardingError(f"{inputs.api}: {err}") from None
+    return text
 
 
 def auto_shard_pass(inputs: LoweringInputs) -> str | None:
@@ -1023,7 +1048,7 @@ class Compiled(_Stage):
         }
         collected = htmlreport.collect(
             lowered.as_text("sharded", debug_info=True),
-            lowered.propagation + "," + partition_pipeline(devices),
+            lowered.propagation + "," + lowered.partition_pipeline,
             inputs.fun_name,
             arg_names=[f"`{inputs.leaves[k].path}`" for k in inputs.traced.kept],
             result_names=[f"`{o.path}`" for o in inputs.traced.outputs],

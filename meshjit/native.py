@@ -57,6 +57,7 @@ MODULES: tuple[str, ...] = (
     "meshjit.passes.partitioner.halo",
     "meshjit.passes.partitioner.layouts",
     "meshjit.passes.partitioner.local",
+    "meshjit.passes.partitioner.memory",
     "meshjit.passes.partitioner.module",
     "meshjit.passes.partitioner.reductions",
     "meshjit.passes.partitioner.movement",

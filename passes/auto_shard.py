@@ -15,7 +15,6 @@ decision, its estimated cost and the next-best layout.
 from __future__ import annotations
 
 import enum
-import re
 import time
 from dataclasses import dataclass
 from typing import ClassVar
@@ -34,38 +33,12 @@ from meshjit.passes.autoshard.build import (
 from meshjit.passes.autoshard.ilp import min_peak, solve
 from meshjit.passes.autoshard.result import AutoShardResult, fmt_bytes
 from meshjit.passes.partitioner.cost import load_cost
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-}
+from meshjit.passes.partitioner.memory import parse_bytes as _parse_bytes
 
 
 def parse_bytes(text: str) -> float | None:
     """`"512MiB"`, `"2GB"`, `"1e9"` -> bytes; `""` -> None (no limit)."""
-    text = text.strip()
-    if not text:
-        return None
-    m = re.fullmatch(r"([0-9.eE+]+)\s*([a-zA-Z]*)", text)
-    unit = m.group(2).lower() if m else ""
-    if m is None or unit not in _UNITS:
-        raise ValueError(
-            f"memory-budget {text!r} is not a size; write bytes, optionally with "
-            "a unit: 512MiB, 2GB, 1e9"
-        )
-    try:
-        value = float(m.group(1)) * _UNITS[unit]
-    except ValueError:
-        raise ValueError(f"memory-budget {text!r} is not a number") from None
-    if value <= 0:
-        raise ValueError(f"memory-budget must be positive, got {text!r}")
-    return value
+    return _parse_bytes(text, "memory-budget")
 
 
 def parse_ties(text: str) -> list[tuple[int, int]]:

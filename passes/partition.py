@@ -25,6 +25,7 @@ from meshjit.passes.partitioner import (
 )
 from meshjit.passes.partitioner.combine import combine_collectives
 from meshjit.passes.partitioner.cost import SMALL_REDUCE_BYTES, load_cost
+from meshjit.passes.partitioner.memory import parse_bytes
 
 __all__ = [
     "Collective",
@@ -50,16 +51,23 @@ class PartitionPass(ModulePass):
     # (partitioner/combine.py; other all-reduces are left to XLA's own
     # combiner); partition{combine=false} keeps one per reshard.
     combine: bool = True
+    # Per-device bytes the live values may take (512MiB, 2GB, 1e9; empty: no
+    # limit): choices that gather a whole dim where pieces would do (a
+    # window's all-gather, data movement run whole) are taken only while the
+    # estimate stays under it (partitioner/memory.py); values that exceed it
+    # as laid out are an error naming where.
+    memory_limit: str = ""
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         graph = read_graph(module, diags.source_name, keep_attr_text=True)
         try:
             model = load_cost(self.cost)
+            limit = parse_bytes(self.memory_limit)
         except ValueError as err:
             diags.error(SourceLoc(graph.source_name, 1, 1), f"partition: {err}")
             return
         try:
-            built = partition_module_text(graph, diags, model)
+            built = partition_module_text(graph, diags, model, limit)
         except PartitionFailure as err:
             diags.error(err.loc, err.message)
             return

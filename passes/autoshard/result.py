@@ -13,6 +13,7 @@ from meshjit.dialects.sdy_text import print_sharding, print_sharding_per_value
 from meshjit.passes.autoshard.build import Built, Member, layout_sharding
 from meshjit.passes.autoshard.ilp import Solution
 from meshjit.passes.partitioner.layouts import layout_text
+from meshjit.passes.partitioner.memory import fmt_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +34,6 @@ class Choice:
 
 def _fmt_seconds(s: float) -> str:
     return f"{s * 1e6:.1f} us"
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n:.0f} B"
 
 
 @dataclass

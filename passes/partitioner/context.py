@@ -60,6 +60,7 @@ from meshjit.passes.partitioner.layouts import (
     replicated,
     span,
 )
+from meshjit.passes.partitioner.memory import MemoryWatch
 from meshjit.passes.partitioner.report import Collective, PartitionReport, Remark
 
 # How many elementwise ops deep a value made only from iotas and splats is
@@ -199,6 +200,9 @@ class PartitionCtx:
         # jax writes for host callbacks): node id -> the partition that runs
         # it (the device's position in the mesh).
         self.placed: dict[int, int] = {}
+        # Under partition{memory-limit=...}: the live bytes per op, which
+        # choices that gather whole dims consult (memory.py); else None.
+        self.memory: MemoryWatch | None = None
 
     # -- scopes ------------------------------------------------------------------
 
@@ -609,6 +613,8 @@ class PartitionCtx:
         key = ("reshard", vid, dst)
         found = self.scope.cached(key)
         if found is not None:
+            if self.memory is not None:
+                self.memory.reuse(key, self.site)
             return found
         if not partial and self.recomputable(vid):
             made = self.recompute(vid, dst)

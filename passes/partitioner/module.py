@@ -35,6 +35,7 @@ from meshjit.passes.partitioner.layouts import (
     span,
     unreduced_of,
 )
+from meshjit.passes.partitioner.memory import MemoryWatch, fmt_bytes, value_bytes
 from meshjit.passes.partitioner.report import PartitionFailure, PartitionReport
 from meshjit.passes.partitioner.table import ALWAYS_REPLICATED, DEFAULT, HANDLERS
 
@@ -241,9 +242,13 @@ def _interface_attrs(entry: Mapping[str, object], sharding: str) -> str:
 
 
 def partition_module_text(
-    graph: Graph, diags: Diagnostics, cost: CostModel = DEFAULT_COST
+    graph: Graph,
+    diags: Diagnostics,
+    cost: CostModel = DEFAULT_COST,
+    memory_limit: float | None = None,
 ) -> tuple[str, PartitionReport] | None:
-    """The per-device module as text, or None when the module has no mesh."""
+    """The per-device module as text, or None when the module has no mesh.
+    `memory_limit`: bytes per device the live values may take (memory.py)."""
     found = _find_mesh(graph)
     if found is None:
         return None
@@ -287,6 +292,20 @@ def partition_module_text(
             out_unreduced.append(())
     _aim_at_results(graph, ctx, set(body.args), returned_ids, out_layouts)
     args = body.args
+    if memory_limit is not None:
+        ctx.memory = _watch(
+            graph, ctx, body.args, body.nodes, returned_ids, memory_limit
+        )
+        least, where = ctx.memory.peak()
+        if least > memory_limit:
+            raise PartitionFailure(
+                where,
+                f"partition: the values live at this op take an estimated "
+                f"{fmt_bytes(least)} per device as laid out (each from the op "
+                "that makes it to its last use), above memory-limit "
+                f"{fmt_bytes(memory_limit)}; split more of them over the mesh or "
+                "raise the limit",
+            )
     ctx.b.indent = 3
     local_args = ctx.b.block_args([ctx.local_ty(a) for a in args])[0]
     for a, value in zip(args, local_args, strict=True):
@@ -303,6 +322,14 @@ def partition_module_text(
             zip(returned, out_layouts, out_unreduced, strict=True)
         )
     ]
+
+    if ctx.memory is not None:
+        peak, where = ctx.memory.peak()
+        ctx.remark(
+            where,
+            f"estimated peak of live values per device: {fmt_bytes(peak)} "
+            f"(memory-limit {fmt_bytes(ctx.memory.limit)})",
+        )
 
     def body_sharding(lay: Layout, keep: DimAxes = ()) -> str:
         # Partial sums stay declared: the buffers are what the sharding says.
@@ -383,6 +410,31 @@ _USER_LAYOUT_OPS = frozenset(
         "stablehlo.while",
     }
 )
+
+
+def _watch(
+    graph: Graph,
+    ctx: PartitionCtx,
+    args: tuple[int, ...],
+    nodes: tuple[int, ...],
+    returned: list[int],
+    limit: float,
+) -> MemoryWatch:
+    """The live bytes of the entry function's values, as laid out."""
+    sizes: dict[int, int] = {}
+    for vid in args:
+        sizes[vid] = _block_bytes(graph, ctx, vid)
+    for nid in nodes:
+        for vid in graph.node(nid).results:
+            sizes[vid] = _block_bytes(graph, ctx, vid)
+    return MemoryWatch.of_body(graph, args, nodes, returned, sizes, limit)
+
+
+def _block_bytes(graph: Graph, ctx: PartitionCtx, vid: int) -> int:
+    v = graph.value(vid)
+    if v.shape is None:
+        return 0
+    return value_bytes(v.shape, v.dtype, ctx.local_shape(v.shape, ctx.layout(vid)))
 
 
 def _aim_at_results(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from meshjit.compiler.diagnostics import SourceLoc
 from meshjit.compiler.graph import DenseElements, Graph, Node
-from meshjit.dialects.reshard import DimAxes, coordinate, neighbor_pairs
+from meshjit.dialects.reshard import DimAxes, Layout, coordinate, neighbor_pairs
 from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.dialects.sharding import AxisRef
 from meshjit.passes.partitioner.builder import (
@@ -51,6 +51,7 @@ from meshjit.passes.partitioner.local import (
     rule_of,
     run_replicated,
 )
+from meshjit.passes.partitioner.memory import fmt_bytes, value_bytes
 
 Why = tuple[str, SourceLoc, str]
 
@@ -105,7 +106,17 @@ def gather_window(
     reason = f"operand {k} window along dim {dim}"
     why = (node.op, node.loc, reason)
     choice = window_choice(ctx, x, dim, plan)
+    refused = ""
     if choice.by_gather:
+        refused = _gather_refused(ctx, node, lop, k, dim, axes, first)
+    if refused:
+        ctx.remark(
+            node.loc,
+            f"{reason}: exchanging the window's pieces (estimated "
+            f"{choice.other_seconds * 1e6:.1f} us) rather than one all-gather of "
+            f"the dim ({choice.seconds * 1e6:.1f} us): {refused}",
+        )
+    elif choice.by_gather:
         ctx.remark(
             node.loc,
             f"{reason}: one all-gather of the dim (estimated "
@@ -127,6 +138,51 @@ def gather_window(
         fill = pad if pad is not None else ctx.b.zeros(Ty((), x.ty.dtype))
         window = _mask_outside(ctx, window, dim, axes, plan, fill)
     return window
+
+
+def _gathered_bytes(ctx: PartitionCtx, x: Val, axes: DimAxes) -> int:
+    """Per-device bytes of `x` gathered whole along a dim split over `axes`."""
+    return math.prod(x.ty.shape or ()) * itemsize(x.ty.dtype) * span(axes, ctx.mesh)
+
+
+def _gather_refused(
+    ctx: PartitionCtx,
+    node: Node,
+    lop: LocalOp,
+    k: int,
+    dim: int,
+    axes: DimAxes,
+    first: bool,
+) -> str:
+    """ "" when operand `k` gathered whole along `dim` keeps the live values
+    under the memory limit (always, without one), and counts the copy; else
+    why it does not."""
+    memory = ctx.memory
+    if memory is None:
+        return ""
+    key = None
+    if first:
+        whole = tuple(() if d == dim else a for d, a in enumerate(lop.wants[k]))
+        key = ("reshard", node.operands[k], whole)
+        if ctx.scope.cached(key) is not None:
+            return ""  # made before: reusing it costs no new memory
+    x = lop.operands[k]
+    nbytes = math.prod(x.ty.shape or ()) * itemsize(x.ty.dtype)
+    nbytes *= span(axes, ctx.mesh)
+    return _hold_or_refuse(ctx, nbytes, key)
+
+
+def _hold_or_refuse(ctx: PartitionCtx, nbytes: int, key: object = None) -> str:
+    assert ctx.memory is not None
+    fits, total, _ = ctx.memory.room(ctx.site, nbytes)
+    if fits:
+        ctx.memory.hold(ctx.site, nbytes, key)
+        return ""
+    return (
+        f"the gathered copy ({fmt_bytes(nbytes)}) would take the live values to "
+        f"{fmt_bytes(total)} per device, above memory-limit "
+        f"{fmt_bytes(ctx.memory.limit)}"
+    )
 
 
 def whole_where_gathered(
@@ -157,9 +213,44 @@ def whole_where_gathered(
             inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
             if not choose_exchange(plan, inner * itemsize(v.dtype), ctx.cost).by_gather:
                 gathered = False
+        if gathered and ctx.memory is not None:
+            refused = _hold_or_refuse(
+                ctx, _whole_bytes(ctx, node, wants, whole, w.windows, axes)
+            )
+            if refused:
+                gathered = False
+                ctx.remark(
+                    node.loc,
+                    f"{node.op} stays split along its dim {w.dim} rather than "
+                    f"running whole on gathered copies: {refused}",
+                )
         if gathered:
             out[w.factor] = ()
     return out
+
+
+def _whole_bytes(
+    ctx: PartitionCtx,
+    node: Node,
+    wants: Sequence[Layout],
+    whole: frozenset[int],
+    windows: Sequence[tuple[int, Window]],
+    axes: DimAxes,
+) -> int:
+    """Per-device bytes of the copies an op run whole along a dim split over
+    `axes` makes: its gathered operands and its whole results."""
+    n = span(axes, ctx.mesh)
+    total = 0
+    for k, _ in windows:
+        v = ctx.graph.value(node.operands[k])
+        if k not in whole and v.shape is not None:
+            local = ctx.local_shape(v.shape, wants[k])
+            total += value_bytes(v.shape, v.dtype, local) * n
+    for r in node.results:
+        v = ctx.graph.value(r)
+        if v.shape is not None:
+            total += value_bytes(v.shape, v.dtype, ctx.local_ty(r).shape or ()) * n
+    return total
 
 
 def _gathered(
