@@ -42,7 +42,7 @@ import meshjit
 from bench.measure import _memory, max_rel_err
 from bench.models import MODELS
 from bench.workloads import ALL, Workload, bench_mesh
-from meshjit.passes.autoshard.result import fmt_bytes
+from meshjit.passes.partitioner.memory import fmt_bytes
 from meshjit.sharding import AUTO
 
 # Per workload: which positional arguments are the batch (the rest are

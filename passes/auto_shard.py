@@ -31,8 +31,9 @@ from meshjit.passes.autoshard.build import (
     size_estimate,
 )
 from meshjit.passes.autoshard.ilp import min_peak, solve
-from meshjit.passes.autoshard.result import AutoShardResult, fmt_bytes
+from meshjit.passes.autoshard.result import AutoShardResult
 from meshjit.passes.partitioner.cost import load_cost
+from meshjit.passes.partitioner.memory import fmt_bytes
 from meshjit.passes.partitioner.memory import parse_bytes as _parse_bytes
 
 

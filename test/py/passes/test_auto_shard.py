@@ -31,7 +31,7 @@ from meshjit.passes.autoshard.problem import (
     Tie,
     brute_force,
 )
-from meshjit.passes.autoshard.result import AutoShardResult, fmt_bytes
+from meshjit.passes.autoshard.result import AutoShardResult
 from meshjit.passes.autoshard.strategies import (
     TensorInfo,
     op_strategies,
@@ -39,6 +39,7 @@ from meshjit.passes.autoshard.strategies import (
 )
 from meshjit.passes.partition import PartitionReport
 from meshjit.passes.partitioner.cost import PLATFORMS
+from meshjit.passes.partitioner.memory import fmt_bytes
 
 X, Y = AxisRef("x"), AxisRef("y")
 MESH_8 = MeshModel.of(("x", 8))
