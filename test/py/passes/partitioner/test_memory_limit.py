@@ -48,7 +48,7 @@ CONV = (
 
 def _partition(text: str, limit: float | None) -> Any:
     module = parse_module(text, make_context(), "conv.mlir")
-    diags = Diagnostics("conv.mlir")
+    diags = Diagnostics(source_name="conv.mlir")
     graph = read_graph(module, "conv.mlir", keep_attr_text=True)
     built = partition_module_text(graph, diags, memory_limit=limit)
     assert built is not None
