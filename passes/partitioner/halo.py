@@ -206,6 +206,15 @@ def plan_exchange(plan: WindowPlan) -> Exchange:
     return Exchange(tuple(rounds), uniform, 0 if uniform else margin)
 
 
+# Within this fraction of the exchange's estimate a gather is not taken: the
+# cost model cannot tell the two apart (its estimates are off by more than
+# that), and the exchange sends fewer bytes and holds no whole copy of the
+# operand. (On a ResNet stem and pool with the height split 4 ways, a gather
+# estimated 1.5% faster measured the same step as the exchange, with 3.3x
+# the bytes and 1.8x XLA's temporaries.)
+NEAR = 0.05
+
+
 @dataclass(frozen=True, slots=True)
 class WindowChoice:
     """How a window is brought to every block, and what the cost model says
@@ -236,6 +245,6 @@ def choose_exchange(
     gather_bytes = (plan.n - 1) * plan.block * inner_bytes
     gather = cost.collective_seconds("all-gather", gather_bytes, plan.n)
     gather += cost.compute_seconds(0, 2 * plan.size * inner_bytes)
-    if gather < permute:
+    if gather < permute * (1 - NEAR):
         return WindowChoice(True, gather, gather_bytes, permute)
     return WindowChoice(False, permute, permute_bytes, gather)

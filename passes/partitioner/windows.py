@@ -34,6 +34,7 @@ from meshjit.passes.partitioner.factors import (
     operand_layouts,
 )
 from meshjit.passes.partitioner.halo import (
+    NEAR,
     Exchange,
     Window,
     WindowChoice,
@@ -115,6 +116,14 @@ def gather_window(
             f"{reason}: exchanging the window's pieces (estimated "
             f"{choice.other_seconds * 1e6:.1f} us) rather than one all-gather of "
             f"the dim ({choice.seconds * 1e6:.1f} us): {refused}",
+        )
+    elif choice.other_seconds < choice.seconds:
+        ctx.remark(
+            node.loc,
+            f"{reason}: exchanging the window's pieces (estimated "
+            f"{choice.seconds * 1e6:.1f} us) rather than one all-gather of the dim "
+            f"({choice.other_seconds * 1e6:.1f} us): within {NEAR:.0%} the "
+            "exchange is taken, it sends fewer bytes and holds no whole copy",
         )
     elif choice.by_gather:
         ctx.remark(

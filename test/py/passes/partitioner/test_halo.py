@@ -243,3 +243,41 @@ def test_select_and_scatter_blocks_take_every_window_touching_them(
         mine = local[skips[i] : skips[i] + block]
         valid = want[i * block : (i + 1) * block]
         np.testing.assert_array_equal(mine[: len(valid)], valid, err_msg=f"block {i}")
+
+
+def test_a_gather_must_beat_the_exchange_by_more_than_the_models_error() -> None:
+    """One all-gather of the dim is taken over exchanging the window's pieces
+    only when it is estimated more than NEAR faster; within that the exchange
+    (fewer bytes, no whole copy) is taken, and each way's estimate is kept."""
+    from meshjit.passes.partitioner.cost import CostModel
+    from meshjit.passes.partitioner.halo import NEAR, choose_exchange
+
+    # a 3x3 window, stride 1, padding 1 on 64 rows over 4 blocks: two
+    # one-row halos (two permutes) against one gather of three blocks
+    plan = output_parallel(Window(64, 3, 1, 1, 1), 4)
+    assert plan is not None
+    model = CostModel(latency=1e-4, bandwidth=1e9, flops=1e12, memory_bandwidth=1e12)
+
+    def estimates(row_bytes: int) -> tuple[float, float]:
+        permute = 2 * model.collective_seconds("collective-permute", row_bytes, 2)
+        permute += model.compute_seconds(0, 2 * plan.length * row_bytes)
+        gather = model.collective_seconds("all-gather", 48 * row_bytes, 4)
+        gather += model.compute_seconds(0, 2 * 64 * row_bytes)
+        return gather, permute
+
+    for row_bytes in (64, 2048, 4096, 8192, 65536):
+        gather, permute = estimates(row_bytes)
+        choice = choose_exchange(plan, row_bytes, model)
+        assert choice.by_gather == (gather < permute * (1 - NEAR)), row_bytes
+        taken, other = (gather, permute) if choice.by_gather else (permute, gather)
+        assert (choice.seconds, choice.other_seconds) == pytest.approx((taken, other))
+    # a size where the gather is faster, but by less than NEAR: not taken
+    near = [
+        b
+        for b in range(1024, 65536, 256)
+        if 0 < estimates(b)[1] - estimates(b)[0] < NEAR * estimates(b)[1]
+    ]
+    assert near, "no size lands within NEAR"
+    choice = choose_exchange(plan, near[0], model)
+    assert not choice.by_gather
+    assert choice.other_seconds < choice.seconds
