@@ -163,9 +163,9 @@ def _gather_refused(
     axes: DimAxes,
     first: bool,
 ) -> str:
-    """ "" when operand `k` gathered whole along `dim` keeps the live values
-    under the memory limit (always, without one), and counts the copy; else
-    why it does not."""
+    """Why operand `k` gathered whole along `dim` would break the memory
+    limit; "" when it stays under it (the copy is then counted) or there is
+    no limit."""
     memory = ctx.memory
     if memory is None:
         return ""
@@ -175,10 +175,7 @@ def _gather_refused(
         key = ("reshard", node.operands[k], whole)
         if ctx.scope.cached(key) is not None:
             return ""  # made before: reusing it costs no new memory
-    x = lop.operands[k]
-    nbytes = math.prod(x.ty.shape or ()) * itemsize(x.ty.dtype)
-    nbytes *= span(axes, ctx.mesh)
-    return _hold_or_refuse(ctx, nbytes, key)
+    return _hold_or_refuse(ctx, _gathered_bytes(ctx, lop.operands[k], axes), key)
 
 
 def _hold_or_refuse(ctx: PartitionCtx, nbytes: int, key: object = None) -> str:
