@@ -12,8 +12,11 @@ value and the bytes meshjit's partitioner moves for each choice.
 
 from __future__ import annotations
 
+import os
+import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +119,47 @@ def check(prog: Program) -> None:
             assert g.sharding.is_equivalent_to(want_sharding, g.ndim), (
                 f"output {k} has {g.sharding}, asked {spec}\n{prog.describe()}"
             )
+
+
+_UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+@contextmanager
+def _memory_limit(text: str) -> Iterator[None]:
+    old = os.environ.get("MESHJIT_MEMORY_LIMIT")
+    os.environ["MESHJIT_MEMORY_LIMIT"] = text
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["MESHJIT_MEMORY_LIMIT"]
+        else:
+            os.environ["MESHJIT_MEMORY_LIMIT"] = old
+
+
+def check_memory_limited(prog: Program) -> float:
+    """The program under a per-device memory limit just above what its values
+    take as laid out (the partitioner's estimate, read from the error a
+    1-byte limit gives): every gather of a whole dim that would raise the
+    peak is refused and the pieces are exchanged instead. It must match the
+    unsharded run. Returns the limit."""
+    mesh = prog.mesh()
+    with _memory_limit("1"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            jitted(prog, mesh).lower(*place_args(prog, mesh)).compile()
+        except meshjit.ShardingError as err:
+            found = re.search(
+                r"take an estimated ([0-9.]+) (B|KiB|MiB|GiB) per device", str(err)
+            )
+            if found is None:
+                raise
+        else:
+            raise AssertionError(f"a 1-byte limit was met\n{prog.describe()}")
+    limit = float(found.group(1)) * _UNIT[found.group(2)] * 1.01 + 8
+    with _memory_limit(f"{limit:.0f}"):
+        check(prog)
+    return limit
 
 
 def check_auto(prog: Program) -> None:

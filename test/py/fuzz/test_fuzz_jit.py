@@ -36,6 +36,7 @@ import meshjit
 from .differential import (
     check,
     check_auto,
+    check_memory_limited,
     compare_with_shardy,
     jitted,
     known_bug,
@@ -58,6 +59,16 @@ FAST = settings(
 def test_meshjit_matches_unsharded_run(prog: Program) -> None:
     assume(known_bug(prog) is None)
     check(prog)
+
+
+@pytest.mark.devices(8)
+@settings(FAST, max_examples=int(os.environ.get("MESHJIT_FUZZ_MEMORY_CASES", "20")))
+@given(programs())
+def test_under_a_memory_limit_matches_unsharded_run(prog: Program) -> None:
+    """Partitioned under a memory limit just above what the values take as
+    laid out (gathers refused, pieces exchanged): the same answers."""
+    assume(known_bug(prog) is None)
+    check_memory_limited(prog)
 
 
 @pytest.mark.devices(8)
