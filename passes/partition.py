@@ -86,7 +86,9 @@ class PartitionPass(ModulePass):
         replace_module(module, text, diags.source_name)
         if self.combine:
             small = SMALL_REDUCE_BYTES if model.variadic_launches else 0
-            report.combined.extend(combine_collectives(module, small_reduce=small))
+            report.combined.extend(
+                combine_collectives(module, small_reduce=small, gathers=limit is None)
+            )
         diags.payloads["partition"] = report
         if diags.wants("collectives"):
             diags.report("collectives", report.collectives_text())

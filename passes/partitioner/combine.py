@@ -114,15 +114,19 @@ def combine_collectives(
     module: ir.Module,
     limit: int = COMBINE_LIMIT_BYTES,
     small_reduce: int = 0,
+    gathers: bool = True,
 ) -> list[Combined]:
     """Combines in every block of `module`; returns what it combined.
     All-reduces take part when their operand is at most `small_reduce` bytes
-    (0: none, XLA's combiner shares their launch)."""
+    (0: none, XLA's combiner shares their launch); all-gathers unless
+    `gathers` is False (under a memory limit: a combined gather holds its
+    results from the first member's place on, which the partitioner's
+    memory estimate did not plan)."""
     done: list[Combined] = []
     with module.context, ir.Location.unknown():
         for block in list(_blocks(module.operation)):
             while True:
-                found = _combine_in(block, limit, small_reduce)
+                found = _combine_in(block, limit, small_reduce, gathers)
                 if not found:
                     break
                 done.extend(found)
@@ -193,7 +197,9 @@ def _key(op: ir.Operation, printed: dict[ir.Attribute, str]) -> tuple[str, ...] 
     )
 
 
-def _combine_in(block: ir.Block, limit: int, small_reduce: int) -> list[Combined]:
+def _combine_in(
+    block: ir.Block, limit: int, small_reduce: int, gathers: bool = True
+) -> list[Combined]:
     """One planning pass over `block`: rewrites the planned groups whose
     spans (first to last member) do not overlap an earlier rewritten one's.
     Rewriting moves ops only within a span, so the later groups' plans stay
@@ -204,6 +210,7 @@ def _combine_in(block: ir.Block, limit: int, small_reduce: int) -> list[Combined
         _key(op, printed)
         if op.name in COMBINABLE
         and (op.name != _REDUCE or _operand_bytes(op) <= small_reduce)
+        and (gathers or op.name != _GATHER)
         else None
         for op in ops
     ]

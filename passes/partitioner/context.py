@@ -60,7 +60,7 @@ from meshjit.passes.partitioner.layouts import (
     replicated,
     span,
 )
-from meshjit.passes.partitioner.memory import MemoryWatch
+from meshjit.passes.partitioner.memory import MemoryWatch, fmt_bytes
 from meshjit.passes.partitioner.report import Collective, PartitionReport, Remark
 
 # How many elementwise ops deep a value made only from iotas and splats is
@@ -612,16 +612,19 @@ class PartitionCtx:
         # the same definition dominates (same or inner scope).
         key = ("reshard", vid, dst)
         found = self.scope.cached(key)
+        again = False  # holding the copy until here would break the memory limit
         if found is not None:
-            if self.memory is not None:
-                self.memory.reuse(key, self.site)
-            return found
+            if self.memory is None or self.memory.reuse(key, self.site):
+                return found
+            again = True
         if not partial and self.recomputable(vid):
             made = self.recompute(vid, dst)
             self.scope.cache[key] = made
             return made
         value = self.val(vid)
         versions = [] if partial else self.scope.versions_of(vid)
+        if again:  # made afresh from the value, not from the copy let go
+            versions = [(lay, other) for lay, other in versions if lay != dst]
         if versions:
             # Start from whichever local copy of the value is cheapest to
             # take to `dst` (a replicated copy an op computed before its
@@ -637,6 +640,14 @@ class PartitionCtx:
         text = f"{reason}: {layout_text(src)} -> {layout_text(dst)}"
         if partial:
             text += f" (partial over {axes_text(partial)})"
+        if again:
+            assert self.memory is not None
+            self.remark(
+                node.loc,
+                f"{reason}: {layout_text(dst)} made again here; holding the copy "
+                "made before until here would take the live values above "
+                f"memory-limit {fmt_bytes(self.memory.limit)}",
+            )
         value = self.reshard(
             value, v.shape, src, dst, (op_name or node.op, node.loc, text), partial
         )

@@ -16,7 +16,11 @@ point; its inner temporaries are not counted). XLA fuses many of these
 values away, so the estimate is an upper bound of what the program holds
 between ops. A gathered copy is held while its op runs and, when later ops
 reuse it (a reshard is made once per value and layout), until the last of
-them.
+them; where holding it that long would break the limit, it is let go and
+made again for the later op (the all-gather is repeated). Copies that the
+layouts ask for outright are not choices and are counted only where they
+are held as above: the final remark gives the estimated peak, which can
+exceed the limit only through them.
 """
 
 from __future__ import annotations
@@ -163,16 +167,25 @@ class MemoryWatch:
         if key is not None:
             self.held[key] = (start, start, nbytes)
 
-    def reuse(self, key: object, site: int) -> None:
-        """A held copy is read again by the op at `site`: it lives until then."""
+    def reuse(self, key: object, site: int) -> bool:
+        """Whether the op at `site` may read a held copy again (it then lives
+        until then); False when keeping it that long would break the limit:
+        the copy dies after its last use so far, and the caller makes it
+        again here (counted as a new copy at `site`)."""
         found = self.held.get(key)
         if found is None:
-            return
+            return True
         start, end, nbytes = found
         now = self.pos.get(site, len(self.live) - 1)
-        for t in range(end + 1, now + 1):
+        gap = range(end + 1, now + 1)
+        if gap and max(self.live[t] for t in gap) + nbytes > self.limit:
+            self.live[now] += nbytes
+            self.held[key] = (now, now, nbytes)
+            return False
+        for t in gap:
             self.live[t] += nbytes
         self.held[key] = (start, max(end, now), nbytes)
+        return True
 
 
 def value_bytes(shape: Sequence[int] | None, dtype: str, local: Sequence[int]) -> int:

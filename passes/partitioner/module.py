@@ -325,10 +325,16 @@ def partition_module_text(
 
     if ctx.memory is not None:
         peak, where = ctx.memory.peak()
+        limit = fmt_bytes(ctx.memory.limit)
         ctx.remark(
             where,
             f"estimated peak of live values per device: {fmt_bytes(peak)} "
-            f"(memory-limit {fmt_bytes(ctx.memory.limit)})",
+            + (
+                f"(memory-limit {limit})"
+                if peak <= ctx.memory.limit
+                else f"above memory-limit {limit}: gathered copies that ops "
+                "here need whole (a copy let go is made again where it is read)"
+            ),
         )
 
     def body_sharding(lay: Layout, keep: DimAxes = ()) -> str:

@@ -72,7 +72,7 @@ def test_sizes_and_the_live_bytes_of_a_body() -> None:
     c = graph.node(conv_id).results[0]
     a = graph.node(add_id).results[0]
     sizes = {x: 1024, k: 1152, c: 2048, a: 2048}
-    watch = MemoryWatch.of_body(graph, body.args, body.nodes, [a], sizes, 5000.0)
+    watch = MemoryWatch.of_body(graph, body.args, body.nodes, [a], sizes, 6500.0)
     # at the convolution: both arguments and its result; at the add: the
     # convolution's result (last used there) and the add's; at the return
     # and the end: the arguments and the returned value
@@ -81,8 +81,17 @@ def test_sizes_and_the_live_bytes_of_a_body() -> None:
     assert watch.room(conv_id, 700) == (True, 4924, watch.where[0])
     assert not watch.room(add_id, 700)[0]
     watch.hold(conv_id, 100, key="copy")
-    watch.reuse("copy", add_id)  # a later op reads the copy: it lives on
+    # a later op reads the copy: it lives on while that fits the limit
+    assert watch.reuse("copy", add_id)
     assert watch.live == [4324, 6372, 4224, 4224]
+    assert watch.reuse("copy", add_id)  # already alive there: nothing more
+    assert watch.live == [4324, 6372, 4224, 4224]
+    watch.hold(conv_id, 300, key="big")
+    # 300 more across the add would make 6672 > 6500: let go after the
+    # convolution, and counted again as a new copy at the add
+    assert not watch.reuse("big", add_id)
+    assert watch.live == [4624, 6672, 4224, 4224]
+    assert watch.held["big"] == (1, 1, 300)
 
 
 def test_a_gather_over_the_limit_becomes_a_halo_exchange() -> None:
