@@ -17,10 +17,10 @@ values away, so the estimate is an upper bound of what the program holds
 between ops. A gathered copy is held while its op runs and, when later ops
 reuse it (a reshard is made once per value and layout), until the last of
 them; where holding it that long would break the limit, it is let go and
-made again for the later op (the all-gather is repeated). Copies that the
-layouts ask for outright are not choices and are counted only where they
-are held as above: the final remark gives the estimated peak, which can
-exceed the limit only through them.
+made again for the later op (the all-gather is repeated). Other reshards
+(those the layouts ask for outright, not choices) are not counted. The
+estimated peak passes the limit only where a copy let go is made again for
+an op that needs it whole; the final remark then says so.
 """
 
 from __future__ import annotations
