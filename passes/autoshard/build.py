@@ -58,6 +58,7 @@ from meshjit.passes.partitioner.builder import itemsize
 from meshjit.passes.partitioner.context import efficiency, op_work
 from meshjit.passes.partitioner.cost import CostModel, reshard_seconds
 from meshjit.passes.partitioner.layouts import is_elementwise, layout_of
+from meshjit.passes.partitioner.memory import uses
 from meshjit.passes.partitioner.table import ALWAYS_REPLICATED
 
 FREE_OPS = frozenset({"sdy.constant", "stablehlo.constant", "stablehlo.iota"})
@@ -588,7 +589,7 @@ class _Builder:
             first[vid] = pos.get(owner, 0) if owner >= 0 else 0
             last[vid] = end if owner < 0 else first[vid]
         for t, node in enumerate(order):
-            for used in _uses(self.g, node):
+            for used in uses(self.g, node):
                 if used in last:
                     last[used] = max(last[used], t)
         for vid in returned:
@@ -766,16 +767,6 @@ def _fusible(op: str, rule: ShardingRule) -> bool:
 
 def _whole(shape: tuple[int, ...] | None) -> Layout | None:
     return None if shape is None else tuple(() for _ in shape)
-
-
-def _uses(graph: Graph, node: Node) -> list[int]:
-    """Values `node` reads, its regions' reads of outer values included."""
-    out = list(node.operands)
-    for region in node.regions:
-        for block in region:
-            for nid in block.nodes:
-                out.extend(_uses(graph, graph.node(nid)))
-    return out
 
 
 def build(

@@ -610,7 +610,7 @@ class PartitionCtx:
             return self.val(vid)
         # A value resharded once to a layout is reused by every later use that
         # the same definition dominates (same or inner scope).
-        key = ("reshard", vid, dst)
+        key = reshard_key(vid, dst)
         found = self.scope.cached(key)
         again = False  # holding the copy until here would break the memory limit
         if found is not None:
@@ -998,6 +998,12 @@ class PartitionCtx:
         outs = self.b.op(node.op, operands, results, self.op_attrs(node), regions)
         for vid, out in zip(node.results, outs, strict=True):
             self.bind(vid, out)
+
+
+def reshard_key(vid: int, layout: Layout) -> tuple[str, int, Layout]:
+    """The scope cache's key of value `vid` resharded to `layout` (the copy
+    later uses reuse; the memory watch holds copies by it too)."""
+    return ("reshard", vid, layout)
 
 
 def on_one_device(node: Node, ctx: PartitionCtx) -> None:

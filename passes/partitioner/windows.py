@@ -26,7 +26,7 @@ from meshjit.passes.partitioner.builder import (
     itemsize,
     padding_attr,
 )
-from meshjit.passes.partitioner.context import PartitionCtx
+from meshjit.passes.partitioner.context import PartitionCtx, reshard_key
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
     WindowedFactor,
@@ -171,8 +171,7 @@ def _gather_refused(
         return ""
     key = None
     if first:
-        whole = tuple(() if d == dim else a for d, a in enumerate(lop.wants[k]))
-        key = ("reshard", node.operands[k], whole)
+        key = reshard_key(node.operands[k], _whole_along(lop, k, dim))
         if ctx.scope.cached(key) is not None:
             return ""  # made before: reusing it costs no new memory
     return _hold_or_refuse(ctx, _gathered_bytes(ctx, lop.operands[k], axes), key)
@@ -259,6 +258,11 @@ def _whole_bytes(
     return total
 
 
+def _whole_along(lop: LocalOp, k: int, dim: int) -> Layout:
+    """Operand `k`'s layout for the local op, whole along `dim`."""
+    return tuple(() if d == dim else a for d, a in enumerate(lop.wants[k]))
+
+
 def _gathered(
     ctx: PartitionCtx,
     node: Node,
@@ -273,7 +277,7 @@ def _gathered(
     another dim replaced it already."""
     reason = f"operand {k} window along dim {dim}"
     if first:
-        whole = tuple(() if d == dim else a for d, a in enumerate(lop.wants[k]))
+        whole = _whole_along(lop, k, dim)
         return ctx.value_reshard(node.operands[k], whole, node, reason)
     x = lop.operands[k]
     shape = list(x.ty.shape or ())
