@@ -92,8 +92,10 @@ def test_any_change_to_the_key_misses(cache: Path) -> None:
         ({"donate_argnums": 0}, {}),
         ({"in_shardings": (NamedSharding(reversed_mesh, P("x")), None)}, {}),
         ({}, {"MESHJIT_COST": "gpu"}),
-        ({}, {}),  # the first again: a hit
     ]
+    if len(DEVICES) == 1:  # reversing one device changes nothing
+        del variants[4]
+    variants.append(({}, {}))  # the first again: a hit
     for kw, env in variants:
         os.environ.update(env)
         try:
@@ -102,8 +104,9 @@ def test_any_change_to_the_key_misses(cache: Path) -> None:
             for name in env:
                 del os.environ[name]
     stats = persistent_cache.stats()
-    assert (stats.hits, stats.misses, stats.writes) == (1, 6, 6)
-    assert len(entries(cache)) == 6
+    distinct = len(variants) - 1
+    assert (stats.hits, stats.misses, stats.writes) == (1, distinct, distinct)
+    assert len(entries(cache)) == distinct
 
 
 def _compile_each(actions: list[Any]) -> list[Any]:
