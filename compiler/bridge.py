@@ -286,8 +286,14 @@ def ref_value(ref: Any) -> Any:
 
 
 def set_ref_value(ref: Any, value: Any) -> None:
-    """Makes a mutable array hold `value` (as jax writes its results back)."""
-    ref._refs._buf._replace_with(value)
+    """Makes a mutable array hold `value` (as jax writes its results back).
+    The array keeps its sharding: jax 0.11 refuses a buffer of another
+    sharding object, so an equivalent layout (a one-device mesh for a
+    single-device array) is rewrapped first."""
+    buf = ref._refs._buf
+    if value.sharding != buf.sharding:
+        value = jax.device_put(value, buf.sharding)
+    buf._replace_with(value)
 
 
 def token_of(pieces: list[Any]) -> Any:

@@ -13,14 +13,17 @@ _SHARDING = "sdy.sharding"
 
 
 def combiner(graph: Graph, node: Node) -> str | None:
-    """The op name if the first region is exactly `r = op(arg0, arg1); return r`."""
+    """The op name if the first region is exactly `r = op(arg0, arg1); return r`
+    (`return r, r` in a scan: the output and the carry)."""
     if not node.regions or len(node.regions[0]) != 1:
         return None
     block = node.regions[0][0]
     if len(block.args) != 2 or len(block.nodes) != 2:
         return None
     body, ret = (graph.node(n) for n in block.nodes)
-    if ret.operands != body.results or len(body.results) != 1:
+    if len(body.results) != 1 or not ret.operands:
+        return None
+    if any(v != body.results[0] for v in ret.operands):
         return None
     if sorted(body.operands) != sorted(block.args):
         return None

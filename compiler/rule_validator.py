@@ -721,6 +721,24 @@ def _evaluators() -> dict[str, Evaluator]:
 
     ev["chlo.top_k"] = top_k
 
+    def scan(info: OpInfo, xs: Sequence[Array]) -> list[Array]:
+        """outputs[i] = init (+) x[0] (+) ... (+) x[i] along `dimension`
+        (from the end when reversed); the carry is the last output."""
+        dim = info.int_attr("dimension")
+        reverse = info.bool_attr("is_reverse")
+        combine = _COMBINE[info.combiner or ""]
+        x = np.flip(xs[0], dim) if reverse else xs[0]
+        acc = np.expand_dims(xs[1], dim)
+        outs = []
+        for k in range(x.shape[dim]):
+            acc = combine(acc, np.take(x, [k], axis=dim))
+            outs.append(acc)
+        out = np.concatenate(outs, axis=dim)
+        out = np.flip(out, dim) if reverse else out
+        return [out.astype(xs[0].dtype), np.squeeze(acc, dim).astype(xs[0].dtype)]
+
+    ev["chlo.scan"] = scan
+
     def convolution(info: OpInfo, xs: Sequence[Array]) -> list[Array]:
         dn = "dimension_numbers"
         rank = len(info.operand_shapes[0])
@@ -1539,6 +1557,19 @@ def standard_cases() -> list[Case]:
         _op("chlo.top_k", [x], [((4, 2), F), ((4, 2), I32)], k=2),
         _distinct,
     )
+    for reverse in (False, True):
+        add(
+            "chlo.scan" + (" reversed" if reverse else ""),
+            _op(
+                "chlo.scan",
+                [x, ((6,), F)],
+                [x, ((6,), F)],
+                "stablehlo.add",
+                dimension=0,
+                is_associative=True,
+                is_reverse=reverse,
+            ),
+        )
     add(
         "convolution",
         _op(

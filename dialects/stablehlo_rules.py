@@ -222,6 +222,39 @@ RULES.no_rule(
 # Everything else, alphabetical.
 
 
+@RULES.op("chlo.scan")
+def _scan(op: OpInfo) -> ShardingRule | NoRule:
+    """jax 0.11's cumulative ops on GPUs: `outputs, carries = scan(inputs,
+    inits)` along `dimension`, the body combining an input's slice with the
+    carry. For the scan JAX emits (one input, one init, a body of one
+    associative elementwise combiner returned as output and carry), the other
+    dims pass through all four tensors; the scanned dim is a permutation (a
+    block's scan needs the totals of the blocks before it) when the scan is
+    marked associative, else it needs replication. Any other body may mix a
+    slice's elements: no rule. (Shardy has no chlo rules: XLA legalizes chlo
+    first.)"""
+    if len(op.operand_shapes) != 2 or len(op.result_shapes) != 2:
+        return NoRule("a chlo.scan of several inputs: not partitioned yet")
+    if op.combiner not in REDUCIBLE_COMBINERS:
+        return NoRule(
+            "a chlo.scan whose body is not one associative elementwise combiner"
+        )
+    shape = op.operand_shapes[0]
+    dim = op.int_attr("dimension")
+    if dim < 0:
+        dim += len(shape)
+    scanned = PERMUTATION if op.bool_attr("is_associative") else NEED_REPLICATION
+    b = RuleBuilder.for_op(op)
+    kept = 0
+    for d, size in enumerate(shape):
+        if d == dim:
+            b.factor([d, NULL_DIM], [d, NULL_DIM], size, scanned)
+        else:
+            b.factor([d, kept], [d, kept], size)
+            kept += 1
+    return b.build()
+
+
 @RULES.op("chlo.top_k")
 def _top_k(op: OpInfo) -> ShardingRule:
     """Batch dims pass through; the top-k dim needs the whole row.

@@ -3,11 +3,12 @@
 Runs N copies of a Python program on this machine as the N processes of one
 `jax.distributed` job: each gets the coordinator's address, its process id and
 the process count in its environment (`meshjit.distributed.initialize()` reads
-them), and K CPU devices. Every line a process prints comes out prefixed with
-`[pI]`, on the launcher's stdout or stderr as the process wrote it. The
-launcher exits with the first failing process's status (the others are
-stopped after `--grace` seconds), or 124 when the job runs past `--timeout`,
-so a hung collective cannot hang the caller.
+them), and K CPU devices (`JAX_PLATFORMS=cpu`, also where a GPU is present).
+Every line a process prints comes out prefixed with `[pI]`, on the launcher's
+stdout or stderr as the process wrote it. The launcher exits with the first
+failing process's status (the others are stopped after `--grace` seconds), or
+124 when the job runs past `--timeout`, so a hung collective cannot hang the
+caller.
 
 On a cluster, start the processes with its own tools (SLURM `srun`, `mpirun`,
 a Kubernetes job): `meshjit.distributed.initialize()` then calls
@@ -56,6 +57,9 @@ def process_env(
     flags = _COUNT_FLAG.sub("", env.get("XLA_FLAGS", "")).strip()
     count = f"--xla_force_host_platform_device_count={devices}"
     env["XLA_FLAGS"] = f"{flags} {count}".strip()
+    # CPU devices even on a machine with a GPU (one GPU cannot be every
+    # process's device; jax would pick it over the CPU devices).
+    env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -344,9 +344,16 @@ def partition_module_text(
         )
         return f"<@{mesh_name}, {layout_text(lay)}{sets}>"
 
+    # An argument's partial sums are declared only over axes some result keeps
+    # unreduced: Shardy's verifier (jaxlib 0.11 on) refuses an op that takes
+    # unreduced operands to reduced results unless a reshard does it, and
+    # here the sum is the body's own all-reduce. Elsewhere the argument is
+    # declared replicated over those axes, which is how its buffers are laid
+    # out (one whole block per device).
+    kept = {a for keep in out_unreduced for a in keep}
     in_layouts = [ctx.layout(a) for a in args]
     in_shardings = [
-        body_sharding(lay, unreduced.get(a, ()))
+        body_sharding(lay, tuple(x for x in unreduced.get(a, ()) if x in kept))
         for a, lay in zip(args, in_layouts, strict=True)
     ]
     out_shardings = [

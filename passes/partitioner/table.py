@@ -38,6 +38,7 @@ def _replicated(node: Node, ctx: PartitionCtx) -> None:
 
 HANDLERS: Mapping[str, Handler] = MappingProxyType(
     {
+        "chlo.scan": windows.chlo_scan,
         "chlo.top_k": reductions.top_k,
         "func.call": control_flow.call,
         "sdy.constant": elementwise.constant,

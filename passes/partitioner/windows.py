@@ -11,7 +11,7 @@ all-gather and a local slice where the cost model says that is cheaper.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from meshjit.compiler.diagnostics import SourceLoc
@@ -543,6 +543,24 @@ _IDENTITY = {
 }
 
 
+def _is_identity(ctx: PartitionCtx, vid: int, combiner: str | None) -> bool:
+    """Whether the value is the combiner's identity: a constant (through
+    broadcasts) whose literal is `_IDENTITY`'s for its element type."""
+    if combiner not in _IDENTITY:
+        return False
+    init = ctx.graph.value(vid)
+    owner = init.owner
+    while owner >= 0 and ctx.graph.node(owner).op == "stablehlo.broadcast_in_dim":
+        owner = ctx.graph.value(ctx.graph.node(owner).operands[0]).owner
+    if owner < 0:
+        return False
+    text = ctx.graph.node(owner).attr_text.get("value", "")
+    literal = text[len("dense<") : text.find(">")] if text.startswith("dense<") else ""
+    is_float = init.dtype.startswith(("f", "bf"))
+    want = _IDENTITY[combiner][0 if is_float else 1]
+    return want is not None and _same_literal(literal, want, is_float)
+
+
 def _scan_dim(ctx: PartitionCtx, node: Node) -> tuple[int, bool] | None:
     """(dim, prefix?) of a cumulative reduce_window (JAX's cumsum, cumprod,
     cummax...): one input, a window as long as the dim, stride 1, padded by
@@ -550,20 +568,7 @@ def _scan_dim(ctx: PartitionCtx, node: Node) -> tuple[int, bool] | None:
     every other dim untouched."""
     if len(node.operands) != 2:
         return None
-    combiner = _region_op(ctx, node, 0)
-    if combiner not in _IDENTITY:
-        return None
-    init = ctx.graph.value(node.operands[1])
-    owner = init.owner
-    while owner >= 0 and ctx.graph.node(owner).op == "stablehlo.broadcast_in_dim":
-        owner = ctx.graph.value(ctx.graph.node(owner).operands[0]).owner
-    if owner < 0:
-        return None
-    text = ctx.graph.node(owner).attr_text.get("value", "")
-    literal = text[len("dense<") : text.find(">")] if text.startswith("dense<") else ""
-    is_float = init.dtype.startswith(("f", "bf"))
-    want = _IDENTITY[combiner][0 if is_float else 1]
-    if want is None or not _same_literal(literal, want, is_float):
+    if not _is_identity(ctx, node.operands[1], _region_op(ctx, node, 0)):
         return None
     shape = ctx.graph.value(node.operands[0]).shape or ()
     attrs = node.attrs
@@ -610,24 +615,19 @@ def _scan(
     dim: int,
     prefix: bool,
 ) -> None:
-    """A cumulative op along a split dim: each device scans its block, the
-    blocks' totals are all-gathered (one element per block and row), each
-    device combines the totals of the blocks before it (after it, for a
-    suffix scan) and adds that to its local scan."""
+    """A cumulative reduce_window along a split dim (`_add_earlier_blocks`)."""
     factors = [f for f, (d, _) in windows.items() if d == dim]
     lop = prepare(ctx, node, rule, FactorLimits(movable=frozenset(factors)))
     axes = tuple(a for f in factors for a in lop.factors[f])
     if not axes:
         emit(ctx, node, lop)
         return
-    b = ctx.b
     x, init = lop.operands
     shape = list(x.ty.shape or ())
-    block = shape[dim]
-    n = span(axes, ctx.mesh)
     combiner = _region_op(ctx, node, 0) or "stablehlo.add"
 
-    def scan(v: Val, length: int) -> Val:
+    def scan(v: Val) -> Val:
+        length = (v.ty.shape or ())[dim]
         pads = [(0, 0)] * len(shape)
         pads[dim] = (length - 1, 0) if prefix else (0, length - 1)
         dims = [1] * len(shape)
@@ -638,26 +638,54 @@ def _scan(
             "padding": padding_attr(pads),
         }
         region = ctx.verbatim_region(node.regions[0][0])
-        return b.op1("stablehlo.reduce_window", [v, init], v.ty, attrs, [region])
+        return ctx.b.op1("stablehlo.reduce_window", [v, init], v.ty, attrs, [region])
 
-    local = scan(x, block)
+    out, _ = _add_earlier_blocks(
+        ctx, node, scan(x), dim, axes, prefix, combiner, scan, init
+    )
+    finish(ctx, node, lop, [out])
+
+
+def _add_earlier_blocks(
+    ctx: PartitionCtx,
+    node: Node,
+    local: Val,
+    dim: int,
+    axes: DimAxes,
+    prefix: bool,
+    combiner: str,
+    scan: Callable[[Val], Val],
+    fill: Val,
+) -> tuple[Val, Val]:
+    """A cumulative op along a split dim, from each device's scan of its
+    block (`local`): the blocks' totals are all-gathered (one element per
+    block and row), each device combines the totals of the blocks before it
+    (after it, for a suffix scan) and adds that to its local scan. Returns
+    that and the inclusive scan of the totals (length n along `dim`). `scan`
+    scans a value along `dim`; `fill` is the combiner's identity (a scalar)."""
+    b = ctx.b
+    shape = list(local.ty.shape or ())
+    block = shape[dim]
+    n = span(axes, ctx.mesh)
     total = b.slice_dim(local, dim, block - 1 if prefix else 0, 1)
     gathered_shape = list(shape)
     gathered_shape[dim] = n
-    nbytes = (n - 1) * math.prod(total.ty.shape or ()) * itemsize(x.ty.dtype)
+    nbytes = (n - 1) * math.prod(total.ty.shape or ()) * itemsize(local.ty.dtype)
     ctx.record(
         "all-gather", axes, nbytes, (node.op, node.loc, f"block totals along dim {dim}")
     )
-    totals = b.all_gather(total, dim, ctx.groups(axes), x.ty.with_shape(gathered_shape))
+    totals = b.all_gather(
+        total, dim, ctx.groups(axes), local.ty.with_shape(gathered_shape)
+    )
     # Exclusive scan of the totals: shift the inclusive one by one block.
-    inclusive = scan(totals, n)
+    inclusive = scan(totals)
     lows = [0] * len(shape)
     highs = [0] * len(shape)
     if prefix:
         lows[dim] = 1
     else:
         highs[dim] = 1
-    shifted = b.pad(inclusive, init, lows, highs)
+    shifted = b.pad(inclusive, fill, lows, highs)
     exclusive = b.slice_dim(shifted, dim, 0 if prefix else 1, n)
     zero = ctx.const_i32(0)
     starts = [ctx.block_index(axes) if d == dim else zero for d in range(len(shape))]
@@ -666,7 +694,70 @@ def _scan(
     others = [d for d in range(len(shape)) if d != dim]
     rows = b.reshape(mine, [n for d, n in enumerate(shape) if d != dim])
     earlier = b.broadcast(rows, local.ty, others)
-    finish(ctx, node, lop, [b.binary(combiner, local, earlier)])
+    return b.binary(combiner, local, earlier), inclusive
+
+
+def chlo_scan(node: Node, ctx: PartitionCtx) -> None:
+    """chlo.scan, JAX's cumulative ops on GPUs from jax 0.11 (one input, one
+    init, a body `r = combiner(slice, carry); return r, r`; the rule table
+    has no rule for other scans). The other dims split freely: the body is
+    made again on the local slices. Along a split scanned dim, when the scan
+    is associative and its init the combiner's identity, each device scans
+    its block and combines the totals of the blocks before it
+    (`_add_earlier_blocks`); otherwise that dim is made whole first."""
+    rule = rule_of(ctx, node)
+    if rule is None:
+        run_replicated(ctx, node, "no sharding rule")
+        return
+    dim = ints((node.attrs.get("dimension", 0),))[0]
+    if dim < 0:
+        dim += len(ctx.graph.value(node.operands[0]).shape or ())
+    prefix = not bool(node.attrs.get("is_reverse", False))
+    combiner = _region_op(ctx, node, 0) or "stablehlo.add"
+    scanned = [
+        f for f in rule.operands[0][dim] if rule.kind(f) is FactorKind.PERMUTATION
+    ]
+    splits = _is_identity(ctx, node.operands[1], combiner)
+    movable = frozenset(scanned) if splits else frozenset()
+    lop = prepare(ctx, node, rule, FactorLimits(movable=movable))
+    x, init = lop.operands
+    b = ctx.b
+    attrs = dict(lop.attrs)
+    attrs.pop("scan_dim_size", None)  # a static dim: the op reads it off the type
+
+    def scan(v: Val, start: Val) -> tuple[Val, Val]:
+        """(outputs, carry) of the scan of `v` from `start`."""
+        saved = b.capture()
+        (a, c), header = b.block_args([start.ty, start.ty])
+        r = b.binary(combiner, a, c)
+        b.ret("stablehlo.return", [r, r])
+        body = header + b.restore(saved)
+        out, carry = b.op(node.op, [v, start], [v.ty, start.ty], attrs, [body])
+        return out, carry
+
+    axes = tuple(a for f in scanned for a in lop.factors[f])
+    out, carry = scan(x, init)
+    if not axes:
+        finish(ctx, node, lop, [out, carry])
+        return
+    is_float = x.ty.dtype.startswith(("f", "bf"))
+    literal = _IDENTITY[combiner][0 if is_float else 1]
+    assert literal is not None  # `_is_identity` held
+    if is_float and not literal.startswith("0x"):
+        literal = repr(float(literal))
+    fill = b.splat(x.ty.with_shape(()), literal)
+
+    def scan_totals(v: Val) -> Val:
+        return scan(v, b.broadcast(fill, init.ty))[0]
+
+    out, inclusive = _add_earlier_blocks(
+        ctx, node, out, dim, axes, prefix, combiner, scan_totals, fill
+    )
+    # The carry: the whole dim's total, every block's combined.
+    n = span(axes, ctx.mesh)
+    last = b.slice_dim(inclusive, dim, n - 1 if prefix else 0, 1)
+    carry = b.reshape(last, init.ty.shape or ())
+    finish(ctx, node, lop, [out, carry])
 
 
 def pad(node: Node, ctx: PartitionCtx) -> None:

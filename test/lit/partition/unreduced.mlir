@@ -18,10 +18,14 @@ func.func public @dot_unreduced(%a: tensor<8x16xf32> {sdy.sharding = #sdy.shardi
 
 // -----
 // An unreduced argument: the add is linear, so it runs on the partial sums;
-// the constraint to a plain sharding sums them, over "y" only.
+// the constraint to a plain sharding sums them, over "y" only. No result
+// keeps "y" unreduced, so the partitioned module declares the argument
+// replicated over "y" (one whole block per device, as its buffers are):
+// Shardy's verifier refuses unreduced operands with reduced results.
 sdy.mesh @mesh = <["x"=2, "y"=2]>
 // CHECK-LABEL: func.func public @add_then_sum
-// CHECK: in_shardings=[<@mesh, [{"x"}, {}], unreduced={"y"}>] out_shardings=[<@mesh, [{"x"}, {}]>]
+// CHECK-SAME: (%arg0: tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>})
+// CHECK: in_shardings=[<@mesh, [{"x"}, {}]>] out_shardings=[<@mesh, [{"x"}, {}]>]
 // CHECK: %[[ADD:.*]] = stablehlo.add %arg1, %arg1 : tensor<4x4xf32>
 // CHECK: "stablehlo.all_reduce"(%[[ADD]])
 // CHECK-SAME: replica_groups = dense<{{\[\[}}0, 1], [2, 3]]>

@@ -472,6 +472,28 @@ CASES = [
         "([i, j])->([i, j]) {i=4, j=10}",
     ),
     (
+        op(
+            "chlo.scan",
+            [(8, 4), (4,)],
+            [(8, 4), (4,)],
+            combiner="stablehlo.add",
+            dimension=0,
+            is_associative=True,
+        ),
+        "([i, j], [j])->([i, j], [j]) {i=8, j=4} permutation={i}",
+    ),
+    (
+        op(
+            "chlo.scan",
+            [(8, 4), (8,)],
+            [(8, 4), (8,)],
+            combiner="stablehlo.maximum",
+            dimension=1,
+            is_associative=False,
+        ),
+        "([i, j], [i])->([i, j], [i]) {i=8, j=4} need_replication={j}",
+    ),
+    (
         op("chlo.top_k", [(4, 10)], [(4, 3), (4, 3)], k=3),
         "([i, j])->([i, j], [i, j]) {i=4, j=10} need_replication={j} "
         "blocked_propagation={j}",
@@ -489,6 +511,13 @@ def test_parse_round_trips(info: OpInfo, rule: str) -> None:
     parsed = ShardingRule.parse(f"#sdy.op_sharding_rule<{rule}>")
     assert parsed == RULES.rule(info)
     assert str(parsed) == rule
+
+
+def test_a_scan_body_other_than_one_combiner_has_no_rule() -> None:
+    """cumlogsumexp's body (several ops) may mix a slice's elements."""
+    info = op("chlo.scan", [(8, 4), (4,)], [(8, 4), (4,)], dimension=0)
+    assert RULES.rule(info) is None
+    assert not RULES.lookup(info).warning
 
 
 @pytest.mark.parametrize(

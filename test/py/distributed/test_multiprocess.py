@@ -126,12 +126,13 @@ def test_launcher_prefixes_lines_and_sets_the_environment(
 
     code = (
         "import os; print(os.environ['MESHJIT_PROCESS_ID'], "
-        "os.environ['MESHJIT_NUM_PROCESSES'], os.environ['XLA_FLAGS'].split()[-1])"
+        "os.environ['MESHJIT_NUM_PROCESSES'], os.environ['XLA_FLAGS'].split()[-1], "
+        "os.environ['JAX_PLATFORMS'])"
     )
     assert run([sys.executable, "-c", code], 3, devices=2, timeout=60) == 0
     out = capfd.readouterr().out.splitlines()
     flag = "--xla_force_host_platform_device_count=2"
-    assert sorted(out) == [f"[p{i}] {i} 3 {flag}" for i in range(3)]
+    assert sorted(out) == [f"[p{i}] {i} 3 {flag} cpu" for i in range(3)]
 
 
 def test_launcher_stops_a_hung_job() -> None:

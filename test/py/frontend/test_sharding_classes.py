@@ -56,7 +56,9 @@ def test_partition_spec_unreduced_and_reduced_sets() -> None:
     spec = P("x", None, unreduced={"y"})
     assert spec == P("x", unreduced=frozenset({"y"})) != P("x")
     assert hash(spec) == hash(P("x", unreduced={"y"}))
-    assert repr(spec) == repr(spec.to_jax()) == "P('x', None, unreduced={'y'})"
+    assert repr(spec) == "P('x', None, unreduced={'y'})"
+    # jax 0.11 adds the reduction to its repr (`, unreduced_kind=sum)`)
+    assert repr(spec.to_jax()).startswith(repr(spec)[:-1])
     assert repr(P(reduced={"x"})) == repr(jax.P(reduced={"x"}))
     assert PartitionSpec.from_jax(spec.to_jax()) == spec
     assert (P("x", reduced={"z"}) + P("y")).reduced == {"z"}
