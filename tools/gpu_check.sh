@@ -9,6 +9,8 @@
 #   2. the demo on a 1x1 mesh on the GPU;
 #   3. the suite on the GPU's devices (tests that need 8 devices are skipped,
 #      each saying so): tools/run_tests.sh --jax-installed with JAX_PLATFORMS=cuda;
+#      then on 8 virtual CPU devices with the machine's jax (JAX_PLATFORMS=cpu),
+#      which checks that jax release where CI does not run;
 #   4. the bench's workloads on one GPU against jax.jit, written to
 #      ${OUT:-bench}/results_gpu.md.
 # Usage: tools/gpu_check.sh [PYTHON]   (default python3)
@@ -30,6 +32,8 @@ echo "==> suite (one device)"
 # pytest-benchmark, where installed, turns its own warning into an error under -W error
 "$python" -c "import pytest_benchmark" 2>/dev/null && plugins=(-p no:benchmark) || plugins=()
 MESHJIT_TEST_DEVICES=1 PYTHON=$python tools/run_tests.sh --jax-installed -rf "${plugins[@]}" || status=1
+echo "==> suite (8 CPU devices, this machine's jax)"
+JAX_PLATFORMS=cpu PYTHON=$python tools/run_tests.sh --jax-installed -rf "${plugins[@]}" || status=1
 echo "==> bench --one-device"
 MESHJIT_NATIVE=0 "$python" -m bench --one-device --no-scaling --no-dispatch --out "$out/results_gpu.md" || status=1
 exit "$status"
