@@ -517,6 +517,7 @@ def _check_divisible(graph: Graph, ctx: PartitionCtx) -> None:
 
 
 _SPECIAL = {
+    "chlo.scan": "yes (split scanned dim: block totals; body on local slices)",
     "chlo.top_k": "yes (split row: block candidates merged)",
     "func.call": "yes (inlined)",
     "sdy.mesh": "n/a",
@@ -537,6 +538,7 @@ _SPECIAL = {
     "stablehlo.custom_call": "with its own rule (LAPACK): batch dims; else replicated",
     "stablehlo.concatenate": "yes (split concatenated dim: a window of each operand)",
     "stablehlo.convolution": "yes (spatial: windows by halo exchange; groups split)",
+    "stablehlo.dot": "yes (as dot_general: split contraction, partial sums)",
     "stablehlo.dynamic_slice": "yes (split sliced dim: masked cut + all-reduce)",
     "stablehlo.dynamic_update_slice": "yes (split updated dim: masked select)",
     "stablehlo.gather": "yes (split table: masked lookup + sum)",

@@ -56,6 +56,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "stablehlo.constant": elementwise.constant,
         "stablehlo.custom_call": elementwise.custom_call,
         "stablehlo.convolution": contraction.convolution,
+        "stablehlo.dot": contraction.dot_general,
         "stablehlo.dot_general": contraction.dot_general,
         "stablehlo.dynamic_slice": movement.dynamic_slice,
         "stablehlo.dynamic_update_slice": movement.dynamic_update_slice,
