@@ -568,6 +568,19 @@ def attach_shardings(
     """The module with `sdy.mesh @mesh_name` and `sdy.sharding` on @main.
     Shardings on a view of `mesh` (its devices renamed or resized) are
     spelled on it."""
+    return attach_shardings_module(text, mesh_name, mesh, args, results)[0]
+
+
+def attach_shardings_module(
+    text: str,
+    mesh_name: str,
+    mesh: MeshModel,
+    args: Sequence[TensorSharding | None],
+    results: Sequence[TensorSharding | None],
+) -> tuple[str, ir.Module | None]:
+    """`attach_shardings`'s text, and the module it printed when that module
+    is the text (no mesh was renamed in the text after printing), for a
+    caller that would parse the text again."""
     text = respell_views(text, mesh_name, mesh)
     ctx = make_context()
     module = parse_module(text, ctx)
@@ -612,7 +625,7 @@ def attach_shardings(
     out = print_module(module, debug_info=True)
     for name in axis_less:
         out = re.sub(rf"@{re.escape(name)}(?![\w$.])", f"@{mesh_name}", out)
-    return out
+    return out, None if axis_less else module
 
 
 def alias_plan(

@@ -67,3 +67,29 @@ def test_partitioned_text_carries_the_donation_alias() -> None:
     text = _jit().lower(w, x).as_text("partitioned")
     assert "tf.aliasing_output = 0 : i32" in text
     assert text == _jit().lower(w, x).compile().as_text("partitioned")
+
+
+def test_the_first_compile_takes_the_module_lowering_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No second parse of the sharded text: `lower` keeps the module it
+    printed for the first compile; a second compile parses the text."""
+    from meshjit.frontend import stages
+
+    parsed: list[str] = []
+    real = stages.parse_module
+
+    def counting(text: str, *args: object) -> object:
+        if not text.startswith("module @partitioned"):  # the program's own
+            parsed.append(text)
+        return real(text, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stages, "parse_module", counting)
+    w = np.ones((16, 32), np.float32)
+    x = np.ones((8, 16), np.float32)
+    lowered = _jit().lower(w, x)
+    first = lowered.compile().as_text("partitioned")
+    assert parsed == []
+    second = lowered.compile().as_text("partitioned")
+    assert len(parsed) == 1
+    assert second == first
