@@ -40,7 +40,7 @@ from meshjit.frontend.trace import (
     LeafInfo,
     TracedModule,
     alias_plan,
-    attach_shardings_module,
+    attach_shardings,
     interface_shardings,
     leaf_dtype,
 )
@@ -360,7 +360,7 @@ class Lowered(_Stage):
         # Ordered effects' tokens lead @main's arguments and results.
         tokens: list[TensorSharding | None] = [None] * _tokens(inputs)
         args, results = tokens + args, tokens + results
-        sharded, module = attach_shardings_module(
+        sharded, module = attach_shardings(
             inputs.traced.text, inputs.mesh_name, p.mesh.to_model(), args, results
         )
         self._texts: dict[str, str] = {"traced": inputs.traced.text, "sharded": sharded}

@@ -564,23 +564,12 @@ def attach_shardings(
     mesh: MeshModel,
     args: Sequence[TensorSharding | None],
     results: Sequence[TensorSharding | None],
-) -> str:
-    """The module with `sdy.mesh @mesh_name` and `sdy.sharding` on @main.
-    Shardings on a view of `mesh` (its devices renamed or resized) are
-    spelled on it."""
-    return attach_shardings_module(text, mesh_name, mesh, args, results)[0]
-
-
-def attach_shardings_module(
-    text: str,
-    mesh_name: str,
-    mesh: MeshModel,
-    args: Sequence[TensorSharding | None],
-    results: Sequence[TensorSharding | None],
 ) -> tuple[str, ir.Module | None]:
-    """`attach_shardings`'s text, and the module it printed when that module
-    is the text (no mesh was renamed in the text after printing), for a
-    caller that would parse the text again."""
+    """The module with `sdy.mesh @mesh_name` and `sdy.sharding` on @main, as
+    text, and as the module that printed it when the two are the same (no
+    mesh was renamed in the text after printing; None otherwise), for a
+    caller that would parse the text again. Shardings on a view of `mesh`
+    (its devices renamed or resized) are spelled on it."""
     text = respell_views(text, mesh_name, mesh)
     ctx = make_context()
     module = parse_module(text, ctx)

@@ -709,7 +709,8 @@ def chlo_scan(node: Node, ctx: PartitionCtx) -> None:
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
-    dim = ints((node.attrs.get("dimension", 0),))[0]
+    dim = node.attrs.get("dimension")
+    assert isinstance(dim, int)  # the op's verifier requires it
     if dim < 0:
         dim += len(ctx.graph.value(node.operands[0]).shape or ())
     prefix = not bool(node.attrs.get("is_reverse", False))

@@ -35,7 +35,7 @@ def test_one_mesh_under_two_names_is_one_mesh() -> None:
     name, model = found
     assert name == "mesh"
     assert model.size == 8
-    text = attach_shardings(TWO_NAMES, name, model, [None], [None])
+    text, _ = attach_shardings(TWO_NAMES, name, model, [None], [None])
     assert "mesh_0" not in text
     assert text.count('"sdy.mesh"') == 1
     assert "#sdy.sharding<@mesh, [{}]>" in text
