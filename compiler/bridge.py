@@ -190,18 +190,25 @@ _BUILD_OPTION_NAMES = (
 
 
 def _spmd_options(
-    devices: tuple[Any, ...], compiler_options: Mapping[str, Any] | None
+    devices: tuple[Any, ...],
+    compiler_options: Mapping[str, Any] | None,
+    replicas: bool = False,
 ) -> Any:
     import numpy as np
     from jaxlib import xla_client as xc
 
     options = xc.CompileOptions()
     build = options.executable_build_options
-    build.num_replicas = 1
-    build.num_partitions = len(devices)
-    build.use_spmd_partitioning = True
-    build.use_shardy_partitioner = True
-    ids = np.array([d.id for d in devices]).reshape(1, len(devices))
+    n = len(devices)
+    if replicas:  # device i is replica i: no SPMD partitioner, no Shardy
+        build.num_replicas, build.num_partitions = n, 1
+        build.use_spmd_partitioning = False
+        ids = np.array([d.id for d in devices]).reshape(n, 1)
+    else:
+        build.num_replicas, build.num_partitions = 1, n
+        build.use_spmd_partitioning = True
+        build.use_shardy_partitioner = True
+        ids = np.array([d.id for d in devices]).reshape(1, n)
     build.device_assignment = xc.DeviceAssignment.create(ids)
     overrides = dict(compiler_options or {})
     for name in _BUILD_OPTION_NAMES:
@@ -212,34 +219,39 @@ def _spmd_options(
 
 
 def compile_spmd(
-    text: str,
+    program: Any,
     devices: tuple[Any, ...],
     compiler_options: Mapping[str, Any] | None = None,
     host_callbacks: tuple[Any, ...] = (),
+    replicas: bool = False,
 ) -> Any:
-    """Compiles a per-device module (body = sdy.manual_computation over all axes)
-    for `devices`, partition i on devices[i]; returns PJRT's loaded executable.
-
-    XLA's SPMD partitioner sees only manual (already partitioned) code, so it
-    adds no collectives of its own. `compiler_options` are XLA options (e.g.
+    """Compiles a per-device module (text or a parsed `ir.Module`) for
+    `devices`; returns PJRT's loaded executable. Device i runs partition i of
+    an SPMD module (body = sdy.manual_computation over all axes: XLA's SPMD
+    partitioner sees only manual code and adds no collectives), or with
+    `replicas` replica i of the module's replica form (`compiler/replicas.py`).
+    `compiler_options` are XLA options (e.g.
     `{"xla_cpu_enable_fast_math": True}`), set as jax does: build-option names
     on the build options, the rest as environment option overrides; XLA checks
     names and values and raises `JaxRuntimeError` for a bad one.
     """
     from jaxlib import xla_client as xc
 
-    options = _spmd_options(devices, compiler_options)
-    if host_callbacks:  # the module's callbacks, by their index in this list
-        # (the overload that takes callbacks takes a parsed module)
-        from meshjit.compiler.ir import make_context, parse_module
+    options = _spmd_options(devices, compiler_options, replicas)
+    if host_callbacks or not isinstance(program, str):
+        # the overload that takes callbacks (by their index in this list)
+        # takes a parsed module
+        if isinstance(program, str):
+            from meshjit.compiler.ir import make_context, parse_module
 
+            program = parse_module(program, make_context())
         return backend().compile_and_load(
-            parse_module(text, make_context()),
+            program,
             executable_devices=xc.DeviceList(devices),
             compile_options=options,
             host_callbacks=list(host_callbacks),
         )
-    return backend().compile_and_load(text, xc.DeviceList(devices), options)
+    return backend().compile_and_load(program, xc.DeviceList(devices), options)
 
 
 # --- effects: host callbacks and the tokens that order them -----------------------
@@ -363,12 +375,13 @@ def deserialize_spmd(
     data: bytes,
     devices: tuple[Any, ...],
     compiler_options: Mapping[str, Any] | None = None,
+    replicas: bool = False,
 ) -> Any:
     """A loaded executable from `serialize_executable`'s bytes, for the same
     devices and options `compile_spmd` was given."""
     from jaxlib import xla_client as xc
 
-    options = _spmd_options(devices, compiler_options)
+    options = _spmd_options(devices, compiler_options, replicas)
     return backend().deserialize_executable(data, xc.DeviceList(devices), options)
 
 

@@ -90,11 +90,15 @@ class PartitionedExecutable:
         compiler_options: Mapping[str, Any] | None = None,
         loaded: Any = None,
         effects: bridge.Effects | None = None,
+        replicas: Any = None,
     ) -> None:
         """Compiles `text` for `devices`, or wraps `loaded` (an executable
-        compiled from it before, deserialized). `effects`: what the program's
-        side effects need (host callbacks, ordered-effect tokens, which are
-        @main's first arguments and results and not among `outputs`)."""
+        compiled from it before, deserialized). `replicas`: the module's
+        replica form (`compiler/replicas.py`), compiled instead of `text`
+        (`True` when `loaded` was compiled from it). `effects`: what the
+        program's side effects need (host callbacks, ordered-effect tokens,
+        which are @main's first arguments and results and not among
+        `outputs`)."""
         self.mesh = mesh
         self.devices = devices_by_position(mesh, devices)
         self.outputs = tuple(outputs)
@@ -103,10 +107,11 @@ class PartitionedExecutable:
             loaded
             if loaded is not None
             else bridge.compile_spmd(
-                text,
+                text if replicas is None else replicas,
                 self.devices,
                 compiler_options,
                 effects.host_callbacks if effects is not None else (),
+                replicas=replicas is not None,
             )
         )
         self.out_shardings = tuple(

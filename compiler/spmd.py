@@ -11,12 +11,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from meshjit.compiler import bridge
 from meshjit.compiler.bridge import Effects
 from meshjit.compiler.diagnostics import Diagnostics
-from meshjit.compiler.graph import Opaque, read_interface
+from meshjit.compiler.graph import Opaque, invalidate_graphs, read_interface
 from meshjit.compiler.ir import ir, make_context, parse_module, print_module
 from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipeline
-from meshjit.compiler.pjrt import OutputSpec, PartitionedExecutable
+from meshjit.compiler.pjrt import (
+    OutputSpec,
+    PartitionedExecutable,
+    devices_by_position,
+)
+from meshjit.compiler.replicas import to_replicas
 from meshjit.dialects.sdy_text import parse_mesh, parse_sharding
 from meshjit.dialects.sharding import MeshModel
 from meshjit.errors import ShardingError
@@ -78,6 +84,9 @@ def compile_parsed(
     partitioned = print_module(module)
     tokens = len(effects.ordered) if effects is not None else 0
     mesh, outputs, inputs = _interface(module, source_name, tokens)
+    # XLA compiles the replica form (the same program) when the module has one
+    invalidate_graphs(module)
+    replicas = module if to_replicas(module) is not None else None
     executable = PartitionedExecutable(
         partitioned,
         mesh,
@@ -85,6 +94,7 @@ def compile_parsed(
         devices,
         compiler_options=compiler_options,
         effects=effects,
+        replicas=replicas,
     )
     return Compiled(executable, partitioned, diags, inputs)
 
@@ -93,12 +103,21 @@ def load_compiled(
     partitioned: str,
     report: PartitionReport,
     devices: Sequence[Any],
-    loaded: Any,
+    serialized: bytes,
+    compiler_options: Mapping[str, Any] | None = None,
 ) -> Compiled:
     """A `Compiled` from what an earlier compile produced: the partitioned text,
-    its report and PJRT's executable (deserialized from the persistent cache)."""
+    its report and PJRT's executable (serialized in the persistent cache, for
+    these devices and options). The text says whether XLA compiled its
+    replica form, so the executable is loaded with the same options."""
     module = parse_module(partitioned, make_context(), "<cache>")
     mesh, outputs, inputs = _interface(module, "<cache>")
+    loaded = bridge.deserialize_spmd(
+        serialized,
+        tuple(devices_by_position(mesh, devices)),
+        compiler_options,
+        replicas=to_replicas(module) is not None,
+    )
     executable = PartitionedExecutable(
         partitioned, mesh, outputs, devices, loaded=loaded
     )

@@ -659,10 +659,13 @@ class Lowered(_Stage):
         if entry is None:
             return None
         try:
-            loaded = bridge.deserialize_spmd(
-                entry.executable, tuple(devices), options or None
+            spmd = load_compiled(
+                entry.partitioned,
+                entry.report,
+                devices,
+                entry.executable,
+                options or None,
             )
-            spmd = load_compiled(entry.partitioned, entry.report, devices, loaded)
         except Exception as err:  # PJRT or the text refused it: compile afresh
             persistent_cache.reject(key, f"{type(err).__name__}: {err}")
             return None
