@@ -159,14 +159,35 @@ def write_copies(
     instance's shardings; the functions that are not private callees are
     written as usual."""
     g = built.graph
-    handles = op_handles(module)
     roots = [f for f in g.funcs() if f.id not in built.callees]
+    instances = built.instances
+    if _in_place(built, plan):
+        # The copies would be the callees as they stand: each is written where
+        # it is (no handles given: the graphs a session holds are updated
+        # too, so the passes after read no new one).
+        write_attrs(
+            module,
+            write_plan(built, state, funcs=roots, origins=origins, edges=edges),
+        )
+        for inst in plan.live:
+            write_attrs(
+                module,
+                write_plan(
+                    built,
+                    state,
+                    funcs=[g.node(instances[inst].func)],
+                    instance=instances[inst],
+                    origins=origins,
+                    edges=edges,
+                ),
+            )
+        return
+    handles = op_handles(module)
     write_attrs(
         module,
         write_plan(built, state, funcs=roots, origins=origins, edges=edges),
         handles,
     )
-    instances = built.instances
     with module.context, ir.Location.unknown():
         for root in roots:
             for inst in built.root_calls.get(root.id, []):
@@ -199,6 +220,24 @@ def write_copies(
         for fid in sorted(built.callees, reverse=True):
             handles[fid].erase()
     invalidate_graphs(module)
+
+
+def _in_place(built: Built, plan: CopyPlan) -> bool:
+    """Whether the plan's copies are the callees themselves: one per
+    function, under its own name, in the order the callees already close
+    the module in (where the copies would be appended), so every call keeps
+    its callee."""
+    g = built.graph
+    funcs = [built.instances[i].func for i in plan.live]
+    if len(funcs) != len(built.callees) or set(funcs) != built.callees:
+        return False
+    if any(
+        plan.name_of[i] != g.node(f).attr("sym_name")
+        for i, f in zip(plan.live, funcs, strict=True)
+    ):
+        return False
+    top = list(g.body.nodes)
+    return top[len(top) - len(funcs) :] == funcs
 
 
 def _set_callee(op: ir.Operation, plan: CopyPlan, inst: int) -> None:

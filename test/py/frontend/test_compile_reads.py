@@ -93,3 +93,39 @@ def test_the_first_compile_takes_the_module_lowering_made(
     second = lowered.compile().as_text("partitioned")
     assert len(parsed) == 1
     assert second == first
+
+
+@jax.jit
+def _layer(w: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.tanh(x @ w)  # a private function of the module, called twice
+
+
+def _two_layers(w1: jax.Array, w2: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.sum(_layer(w1, x) + _layer(w2, x))
+
+
+def test_a_function_called_twice_alike_is_written_in_place() -> None:
+    """Calls of one function that propagation gives the same shardings merge
+    into one copy, the function itself: it is written where it is and the
+    compile still walks the module once; the program is the one the staged
+    texts (which re-read the module after each pass) give."""
+    w_sh = NamedSharding(MESH, P(None, "y"))
+    x_sh = NamedSharding(MESH, P("x", None))
+    jitted = meshjit.jit(
+        _two_layers,
+        in_shardings=(w_sh, w_sh, x_sh),
+        out_shardings=NamedSharding(MESH, P()),
+    )
+    rng = np.random.default_rng(0)
+    w1, w2 = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2))
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    lowered = jitted.lower(w1, w2, x)
+    assert lowered.as_text().count("call @_layer(") == 2
+    before = graph.walks()
+    compiled = lowered.compile()
+    assert graph.walks() - before == 1
+    staged = jitted.lower(w1, w2, x)
+    staged.as_text("propagated")
+    assert staged.compile().as_text("partitioned") == compiled.as_text("partitioned")
+    got = compiled(jnp.asarray(w1), jnp.asarray(w2), jnp.asarray(x))
+    np.testing.assert_allclose(float(got), float(_two_layers(w1, w2, x)), rtol=1e-5)
