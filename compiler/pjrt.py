@@ -94,8 +94,8 @@ class PartitionedExecutable:
     ) -> None:
         """Compiles `text` for `devices`, or wraps `loaded` (an executable
         compiled from it before, deserialized). `replicas`: the module's
-        replica form (`compiler/replicas.py`), compiled instead of `text`
-        (`True` when `loaded` was compiled from it). `effects`: what the
+        replica form (`compiler/replicas.py`, an `ir.Module`), compiled
+        instead of `text`. `effects`: what the
         program's side effects need (host callbacks, ordered-effect tokens,
         which are @main's first arguments and results and not among
         `outputs`)."""
