@@ -48,12 +48,25 @@ _SPMD_ONLY_CALLS = frozenset(
     {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "ShardBarrierFrom"}
 )
 _SHARDING_ATTRS = ("mhlo.sharding", "sdy.sharding", "sdy.sharding_rule")
+_SDY_SHARDING = frozenset({"sdy.sharding"})
 
 
 def _int_attr(attrs: ir.OpAttributeMap, name: str) -> int | None:
     if name not in attrs:
         return None
     return int(ir.IntegerAttr(attrs[name]).value)
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A module's replica form, before it is written."""
+
+    main: ir.Operation
+    manual: ir.Operation  # the sdy.manual_computation that becomes @main
+    replicas: int
+    channels: list[ir.Operation]  # collectives whose channel goes
+    ids: list[ir.Operation]  # partition_ids, to become replica_ids
+    constants: list[ir.Operation]  # sdy.constants, to become stablehlo's
 
 
 def _manual_body(module: ir.Module) -> tuple[ir.Operation, ir.Operation, int] | None:
@@ -90,18 +103,14 @@ def _manual_body(module: ir.Module) -> tuple[ir.Operation, ir.Operation, int] | 
     return main, manual, partitions
 
 
-@dataclass(slots=True)
-class _Rewrites:
-    channels: list[ir.Operation]  # collectives whose channel goes
-    ids: list[ir.Operation]  # partition_ids, to become replica_ids
-    constants: list[ir.Operation]  # sdy.constants, to become stablehlo's
-
-
-def _rewrites(module: ir.Module, manual: ir.Operation) -> _Rewrites | None:
-    """What changes in the replica form; None when something in the module
-    would change meaning."""
-    found = _Rewrites([], [], [])
-    channels, ids = found.channels, found.ids
+def _plan(module: ir.Module) -> _Plan | None:
+    """What changes in the replica form; None when the module does not have
+    the partitioner's shape or something in it would change meaning."""
+    found = _manual_body(module)
+    if found is None:
+        return None
+    plan = _Plan(*found, [], [], [])
+    manual = plan.manual
     ok = True
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -110,13 +119,13 @@ def _rewrites(module: ir.Module, manual: ir.Operation) -> _Rewrites | None:
         attrs = op.attributes
         if name in _CHANNEL_ONLY:
             ok = "channel_handle" in attrs
-            channels.append(op)
+            plan.channels.append(op)
         elif name in _KEEP_CHANNEL:
             ok = "channel_handle" in attrs
         elif name == "stablehlo.partition_id":
-            ids.append(op)
+            plan.ids.append(op)
         elif name == "sdy.constant":
-            found.constants.append(op)
+            plan.constants.append(op)
         elif name.startswith("sdy."):
             ok = (
                 op == manual
@@ -133,7 +142,7 @@ def _rewrites(module: ir.Module, manual: ir.Operation) -> _Rewrites | None:
         return ir.WalkResult.ADVANCE if ok else ir.WalkResult.INTERRUPT
 
     module.operation.walk(visit)
-    return found if ok else None
+    return plan if ok else None
 
 
 def _without(attrs: ir.Attribute, names: frozenset[str]) -> ir.DictAttr:
@@ -154,18 +163,23 @@ def _replace(op: ir.Operation, name: str, attributes: dict[str, ir.Attribute]) -
     op.erase()
 
 
+def replica_count(module: ir.Module) -> int | None:
+    """The number of replicas `to_replicas` would make of `module` (None: it
+    stays SPMD), without rewriting it."""
+    with module.context:
+        plan = _plan(module)
+    return None if plan is None else plan.replicas
+
+
 def to_replicas(module: ir.Module) -> int | None:
     """Rewrites a partitioned module into replica form in place and returns
     its number of replicas; None (the module untouched) when it does not
     have the partitioner's shape or something in it would change meaning."""
     with module.context, ir.Location.unknown(module.context):
-        found = _manual_body(module)
-        if found is None:
+        plan = _plan(module)
+        if plan is None:
             return None
-        main, manual, n = found
-        rewrites = _rewrites(module, manual)
-        if rewrites is None:
-            return None
+        main, manual = plan.main, plan.manual
         body = manual.regions[0].blocks[0]
         entry = main.regions[0].blocks[0]
         for outer, inner in zip(entry.arguments, body.arguments, strict=True):
@@ -184,22 +198,22 @@ def to_replicas(module: ir.Module) -> int | None:
         attrs["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get([a.type for a in entry.arguments], local_out)
         )
-        sharding = frozenset({"sdy.sharding"})
         for name in ("arg_attrs", "res_attrs"):
             if name in attrs:
                 attrs[name] = ir.ArrayAttr.get(
-                    [_without(a, sharding) for a in ir.ArrayAttr(attrs[name])]
+                    [_without(a, _SDY_SHARDING) for a in ir.ArrayAttr(attrs[name])]
                 )
         for op in list(module.body.operations):
             if op.operation.name == "sdy.mesh":
                 op.operation.erase()
         i32 = ir.IntegerType.get_signless(32)
+        n = plan.replicas
         module.operation.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, 1)
         module.operation.attributes["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, n)
-        for op in rewrites.channels:
+        for op in plan.channels:
             del op.attributes["channel_handle"]
-        for op in rewrites.ids:
+        for op in plan.ids:
             _replace(op, "stablehlo.replica_id", {})
-        for op in rewrites.constants:
+        for op in plan.constants:
             _replace(op, "stablehlo.constant", {"value": op.attributes["value"]})
     return n

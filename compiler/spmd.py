@@ -22,7 +22,7 @@ from meshjit.compiler.pjrt import (
     PartitionedExecutable,
     devices_by_position,
 )
-from meshjit.compiler.replicas import to_replicas
+from meshjit.compiler.replicas import replica_count, to_replicas
 from meshjit.dialects.sdy_text import parse_mesh, parse_sharding
 from meshjit.dialects.sharding import MeshModel
 from meshjit.errors import ShardingError
@@ -85,8 +85,10 @@ def compile_parsed(
     tokens = len(effects.ordered) if effects is not None else 0
     mesh, outputs, inputs = _interface(module, source_name, tokens)
     # XLA compiles the replica form (the same program) when the module has one
-    invalidate_graphs(module)
-    replicas = module if to_replicas(module) is not None else None
+    replicas = None
+    if to_replicas(module) is not None:
+        invalidate_graphs(module)
+        replicas = module
     executable = PartitionedExecutable(
         partitioned,
         mesh,
@@ -116,7 +118,7 @@ def load_compiled(
         serialized,
         tuple(devices_by_position(mesh, devices)),
         compiler_options,
-        replicas=to_replicas(module) is not None,
+        replicas=replica_count(module) is not None,
     )
     executable = PartitionedExecutable(
         partitioned, mesh, outputs, devices, loaded=loaded

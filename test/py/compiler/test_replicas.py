@@ -12,7 +12,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from meshjit.compiler.ir import make_context, parse_module, print_module
-from meshjit.compiler.replicas import to_replicas
+from meshjit.compiler.replicas import replica_count, to_replicas
 from meshjit.compiler.spmd import compile_module
 
 pytestmark = pytest.mark.devices(8)
@@ -132,6 +132,9 @@ def test_every_collective_keeps_its_groups_in_the_replica_form() -> None:
 
 def test_the_replica_form_is_the_manual_body() -> None:
     module = parse_module(TEXT, make_context())
+    before = print_module(module)
+    assert replica_count(module) == 8  # the check alone rewrites nothing
+    assert print_module(module) == before
     assert to_replicas(module) == 8
     text = print_module(module)
     assert "mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 8 : i32" in text
@@ -169,5 +172,6 @@ def test_a_module_whose_meaning_would_change_stays_spmd(old: str, new: str) -> N
     assert text != TEXT
     module = parse_module(text, make_context())
     before = print_module(module)
+    assert replica_count(module) is None
     assert to_replicas(module) is None
     assert print_module(module) == before
