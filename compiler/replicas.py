@@ -17,19 +17,29 @@ keeps its groups:
 - collective_permute/all_to_all/collective_broadcast are cross-partition with
   a channel and cross-replica without one: the channel is dropped;
 - `partition_id` becomes `replica_id`, `sdy.constant` a `stablehlo.constant`
-  (what Shardy's export makes of it).
+  (what Shardy's export makes of it);
+- groups named by mesh axes (`#stablehlo.replica_group_mesh_axes`, which jax
+  0.11 emits for some shard_map collectives) become the device groups they
+  name, since the mesh they refer to goes: devices grouped by equal
+  coordinates off the axes, row-major over the axes as listed.
 
 `to_replicas` rewrites a module in place when it has that shape and nothing
 whose meaning would change (a collective without a channel, a `replica_id`,
-a sharding left inside the body); otherwise it leaves the module as it is and
+a sharding left inside the body, groups over a mesh with explicit device ids
+or in a form this module does not read); otherwise it leaves the module as it is and
 the module is compiled as SPMD (the same program, a slower compile).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from meshjit.compiler.ir import ir
+from meshjit.dialects.reshard import replica_groups
+from meshjit.dialects.sdy_text import parse_mesh_op
+from meshjit.dialects.sharding import AxisRef, MeshModel
+from meshjit.passes.partitioner.builder import groups_attr
 
 # Collectives whose device numbering XLA reads from channel presence alone.
 _CHANNEL_ONLY = frozenset(
@@ -49,6 +59,12 @@ _SPMD_ONLY_CALLS = frozenset(
 )
 _SHARDING_ATTRS = ("mhlo.sharding", "sdy.sharding", "sdy.sharding_rule")
 _SDY_SHARDING = frozenset({"sdy.sharding"})
+_MESH_AXES = re.compile(
+    r"#stablehlo\.replica_group_mesh_axes<mesh = @([\w.$-]+), axes = \[(.*)\]>"
+)
+_AXIS_REF = re.compile(
+    r'#stablehlo\.axis_ref<name = "([\w.$-]+)"(?:, sub_axis_info = \((\d+)\)(\d+))?>'
+)
 
 
 def _int_attr(attrs: ir.OpAttributeMap, name: str) -> int | None:
@@ -67,11 +83,14 @@ class _Plan:
     channels: list[ir.Operation]  # collectives whose channel goes
     ids: list[ir.Operation]  # partition_ids, to become replica_ids
     constants: list[ir.Operation]  # sdy.constants, to become stablehlo's
+    groups: list[tuple[ir.Operation, ir.Attribute]]  # mesh-axes groups, resolved
 
 
-def _manual_body(module: ir.Module) -> tuple[ir.Operation, ir.Operation, int] | None:
-    """(@main, its manual computation, the number of devices) when the module
-    has the partitioner's shape, else None."""
+def _manual_body(
+    module: ir.Module,
+) -> tuple[ir.Operation, ir.Operation, int, ir.Operation] | None:
+    """(@main, its manual computation, the number of devices, the sdy.mesh)
+    when the module has the partitioner's shape, else None."""
     attrs = module.operation.attributes
     partitions = _int_attr(attrs, "mhlo.num_partitions")
     replicas = _int_attr(attrs, "mhlo.num_replicas")
@@ -100,7 +119,57 @@ def _manual_body(module: ir.Module) -> tuple[ir.Operation, ir.Operation, int] | 
         manual.results
     ):
         return None
-    return main, manual, partitions
+    return main, manual, partitions, meshes[0].operation
+
+
+def _is_dense(attr: ir.Attribute) -> bool:
+    if isinstance(attr, ir.DenseIntElementsAttr):
+        return True
+    try:  # bindings that hand out attributes undowncast
+        ir.DenseIntElementsAttr(attr)
+    except ValueError:
+        return False
+    return True
+
+
+def _mesh_axes_groups(attr: ir.Attribute, mesh_op: ir.Operation) -> ir.Attribute | None:
+    """The dense device groups that mesh-axes replica groups on the module's
+    mesh name; None for another mesh, a mesh with explicit device ids (whose
+    numbering XLA's reading would have to match) or a form not read here."""
+    found = _MESH_AXES.fullmatch(str(attr))
+    if found is None:
+        return None
+    name, mesh = parse_mesh_op(str(mesh_op))
+    if found.group(1) != name or mesh.device_ids is not None:
+        return None
+    refs = _axis_refs(found.group(2), mesh)
+    if refs is None:
+        return None
+    return ir.Attribute.parse(groups_attr(replica_groups(mesh, refs)))
+
+
+def _axis_refs(text: str, mesh: MeshModel) -> list[AxisRef] | None:
+    """`#stablehlo.axis_ref<...>, ...` as AxisRefs on `mesh`; None when the
+    text holds anything else or names no axis of `mesh`."""
+    found = list(_AXIS_REF.finditer(text))
+    if ", ".join(m.group(0) for m in found) != text:
+        return None
+    sizes = {a.name: a.size for a in mesh.axes}
+    refs: list[AxisRef] = []
+    for ref in found:
+        name = ref.group(1)
+        if name not in sizes:
+            return None
+        if ref.group(2) is None:
+            refs.append(AxisRef(name))
+            continue
+        pre, size = int(ref.group(2)), int(ref.group(3))
+        if pre < 1 or size < 1 or sizes[name] % (pre * size):
+            return None
+        refs.append(AxisRef(name, pre, size))
+    if any(a.overlaps(b, mesh) for i, a in enumerate(refs) for b in refs[:i]):
+        return None
+    return refs
 
 
 def _plan(module: ir.Module) -> _Plan | None:
@@ -109,19 +178,24 @@ def _plan(module: ir.Module) -> _Plan | None:
     found = _manual_body(module)
     if found is None:
         return None
-    plan = _Plan(*found, [], [], [])
-    manual = plan.manual
+    main, manual, replicas, mesh_op = found
+    plan = _Plan(main, manual, replicas, [], [], [], [])
     ok = True
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         nonlocal ok
         name = op.name
         attrs = op.attributes
-        if name in _CHANNEL_ONLY:
+        if name in _CHANNEL_ONLY or name in _KEEP_CHANNEL:
             ok = "channel_handle" in attrs
-            plan.channels.append(op)
-        elif name in _KEEP_CHANNEL:
-            ok = "channel_handle" in attrs
+            if name in _CHANNEL_ONLY:
+                plan.channels.append(op)
+            named = ok and "replica_groups" in attrs
+            if named and not _is_dense(attrs["replica_groups"]):
+                dense = _mesh_axes_groups(attrs["replica_groups"], mesh_op)
+                ok = dense is not None
+                if dense is not None:
+                    plan.groups.append((op, dense))
         elif name == "stablehlo.partition_id":
             plan.ids.append(op)
         elif name == "sdy.constant":
@@ -212,6 +286,8 @@ def to_replicas(module: ir.Module) -> int | None:
         module.operation.attributes["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, n)
         for op in plan.channels:
             del op.attributes["channel_handle"]
+        for op, dense in plan.groups:
+            op.attributes["replica_groups"] = dense
         for op in plan.ids:
             _replace(op, "stablehlo.replica_id", {})
         for op in plan.constants:

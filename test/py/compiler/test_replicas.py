@@ -11,6 +11,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from meshjit.compiler import spmd
 from meshjit.compiler.ir import make_context, parse_module, print_module
 from meshjit.compiler.replicas import replica_count, to_replicas
 from meshjit.compiler.spmd import compile_module
@@ -170,6 +171,119 @@ def test_the_replica_form_is_the_manual_body() -> None:
 def test_a_module_whose_meaning_would_change_stays_spmd(old: str, new: str) -> None:
     text = TEXT.replace(old, new)
     assert text != TEXT
+    module = parse_module(text, make_context())
+    before = print_module(module)
+    assert replica_count(module) is None
+    assert to_replicas(module) is None
+    assert print_module(module) == before
+
+
+# jax 0.11 names some shard_map collectives' groups by mesh axes; the replica
+# form drops the mesh, so it writes the groups out.
+def _mesh_axes(*axes: str) -> str:
+    refs = []
+    for axis in axes:
+        name, _, sub = axis.partition(":")
+        info = f", sub_axis_info = {sub}" if sub else ""
+        refs.append(f'#stablehlo.axis_ref<name = "{name}"{info}>')
+    return (
+        f"#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [{', '.join(refs)}]>"
+    )
+
+
+MESH_AXES_TEXT = TEXT.replace(
+    f"replica_groups = {_Y}", f"replica_groups = {_mesh_axes('y')}"
+).replace(f"replica_groups = {_X}", f"replica_groups = {_mesh_axes('x')}")
+
+
+def test_mesh_axes_groups_become_the_groups_they_name() -> None:
+    assert MESH_AXES_TEXT.count("replica_group_mesh_axes") == 4
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    b = rng.standard_normal((8, 4)).astype(np.float32)
+    devices = jax.devices()[:8]
+    compiled = compile_module(MESH_AXES_TEXT, devices, "")
+    assert "replica_count=8" in compiled.executable.hlo_text()
+    mesh = Mesh(np.array(devices).reshape(2, 4), ("x", "y"))
+    got = compiled.executable(
+        jax.device_put(a, NamedSharding(mesh, P("x", "y"))),
+        jax.device_put(b, NamedSharding(mesh, P(("x", "y")))),
+    )
+    for i, (out, want) in enumerate(zip(got, _expected(a, b), strict=True)):
+        np.testing.assert_allclose(np.asarray(out), want, rtol=1e-6, err_msg=f"{i}")
+    module = parse_module(MESH_AXES_TEXT, make_context())
+    assert to_replicas(module) == 8
+    text = print_module(module)
+    assert "mesh_axes" not in text
+    assert text.count(_Y.split(" :")[0]) == 3
+
+
+def _gather(groups: str, size: int) -> str:
+    """Each device's row gathered over `groups` (`size` devices each)."""
+    return f"""
+module @gather attributes {{{_HEADER}}} {{
+  sdy.mesh @mesh = <["x"=2, "y"=4]>
+  func.func public @main(%a: tensor<8x2xf32> {{sdy.sharding = #sdy.sharding{_ROWS}}})
+      -> (tensor<8x{2 * size}xf32> {{sdy.sharding = #sdy.sharding{_ROWS}}}) {{
+    %r = sdy.manual_computation(%a) in_shardings=[{_ROWS}] out_shardings=[{_ROWS}]
+        manual_axes={{"x", "y"}} (%l: tensor<1x2xf32>) {{
+      %g = "stablehlo.all_gather"(%l) <{{all_gather_dim = 0 : i64, {_channel(1)},
+          replica_groups = {groups}, use_global_device_ids}}>
+          : (tensor<1x2xf32>) -> tensor<{size}x2xf32>
+      %f = stablehlo.reshape %g : (tensor<{size}x2xf32>) -> tensor<1x{2 * size}xf32>
+      sdy.return %f : tensor<1x{2 * size}xf32>
+    }} : (tensor<8x2xf32>) -> tensor<8x{2 * size}xf32>
+    return %r : tensor<8x{2 * size}xf32>
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("axes", "size"),
+    [
+        (("x",), 2),
+        (("y", "x"), 8),
+        (("x", "y"), 8),
+        (("y:(1)2",), 2),
+        (("y:(2)2", "x"), 4),
+        ((), 1),
+    ],
+    ids=["x", "y_x", "x_y", "y_major_half", "y_minor_half_then_x", "none"],
+)
+def test_mesh_axes_groups_are_read_as_xla_reads_them(
+    axes: tuple[str, ...], size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replica form's groups against XLA's own reading of the mesh axes
+    (the same module compiled as SPMD, where the mesh stays)."""
+    text = _gather(_mesh_axes(*axes), size)
+    devices = jax.devices()[:8]
+    mesh = Mesh(np.array(devices).reshape(2, 4), ("x", "y"))
+    a = np.arange(16, dtype=np.float32).reshape(8, 2)
+    placed = jax.device_put(a, NamedSharding(mesh, P(("x", "y"))))
+    replica = compile_module(text, devices, "")
+    assert "replica_count=8" in replica.executable.hlo_text()
+    monkeypatch.setattr(spmd, "to_replicas", lambda module: None)
+    reference = compile_module(text, devices, "")  # SPMD: XLA reads the mesh axes
+    assert "replica_count=8" not in reference.executable.hlo_text()
+    (want,) = reference.executable(placed)
+    (got,) = replica.executable(placed)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize(
+    ("mesh", "groups"),
+    [
+        ('<["x"=2, "y"=4], device_ids=[1, 0, 2, 3, 4, 5, 6, 7]>', _mesh_axes("y")),
+        ('<["x"=2, "y"=4]>', _mesh_axes("z")),
+        ('<["x"=2, "y"=4]>', _mesh_axes("y", "y:(1)2")),
+    ],
+    ids=["device_ids", "unknown_axis", "overlapping"],
+)
+def test_mesh_axes_groups_that_cannot_be_resolved_stay_spmd(
+    mesh: str, groups: str
+) -> None:
+    text = _gather(groups, 4).replace('<["x"=2, "y"=4]>', mesh, 1)
     module = parse_module(text, make_context())
     before = print_module(module)
     assert replica_count(module) is None
