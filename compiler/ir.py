@@ -131,3 +131,15 @@ def print_module(module: ir.Module, *, debug_info: bool = False) -> str:
         text = str(module.operation.get_asm(enable_debug_info=True))
         return text if text.endswith("\n") else text + "\n"
     return str(module)
+
+
+def is_dense_ints(attr: ir.Attribute) -> bool:
+    """Whether `attr` is a dense integer elements attribute (replica groups
+    written out, rather than jax 0.11's `#stablehlo.replica_group_mesh_axes`)."""
+    if isinstance(attr, ir.DenseIntElementsAttr):
+        return True
+    try:  # bindings that hand out attributes undowncast
+        ir.DenseIntElementsAttr(attr)
+    except ValueError:
+        return False
+    return True

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from meshjit.compiler.ir import ir
+from meshjit.compiler.ir import ir, is_dense_ints
 from meshjit.dialects.reshard import replica_groups
 from meshjit.dialects.sdy_text import parse_mesh_op
 from meshjit.dialects.sharding import AxisRef, MeshModel
@@ -122,16 +122,6 @@ def _manual_body(
     return main, manual, partitions, meshes[0].operation
 
 
-def _is_dense(attr: ir.Attribute) -> bool:
-    if isinstance(attr, ir.DenseIntElementsAttr):
-        return True
-    try:  # bindings that hand out attributes undowncast
-        ir.DenseIntElementsAttr(attr)
-    except ValueError:
-        return False
-    return True
-
-
 def _mesh_axes_groups(attr: ir.Attribute, mesh_op: ir.Operation) -> ir.Attribute | None:
     """The dense device groups that mesh-axes replica groups on the module's
     mesh name; None for another mesh, a mesh with explicit device ids (whose
@@ -191,7 +181,7 @@ def _plan(module: ir.Module) -> _Plan | None:
             if name in _CHANNEL_ONLY:
                 plan.channels.append(op)
             named = ok and "replica_groups" in attrs
-            if named and not _is_dense(attrs["replica_groups"]):
+            if named and not is_dense_ints(attrs["replica_groups"]):
                 dense = _mesh_axes_groups(attrs["replica_groups"], mesh_op)
                 ok = dense is not None
                 if dense is not None:

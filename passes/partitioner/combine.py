@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from jaxlib.mlir import ir
 
+from meshjit.compiler.ir import is_dense_ints
 from meshjit.passes.partitioner.builder import itemsize
 
 # All-gathers and reduce-scatters are combined here; all-reduces are left to
@@ -185,6 +186,8 @@ def _key(op: ir.Operation, printed: dict[ir.Attribute, str]) -> tuple[str, ...] 
         reducer = ops[0].operation.name
     global_ids = "use_global_device_ids" in attrs
     groups = attrs["replica_groups"]
+    if not is_dense_ints(groups):  # named by mesh axes (a user's, jax 0.11)
+        return None
     shown = printed.get(groups)
     if shown is None:  # attributes are uniqued: each distinct one printed once
         shown = printed[groups] = str(groups)
