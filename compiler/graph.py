@@ -547,6 +547,114 @@ def invalidate_graphs(module: ir.Module) -> None:
         session.handles = None
 
 
+def move_to_end(module: ir.Module, nids: Sequence[int]) -> None:
+    """Moves the module's top-level operations `nids` (node ids of the graph
+    the session holds) to the end of the module, in that order. The graphs a
+    `graph_session` holds are renumbered as a new read would number them
+    (walk order), so the passes after read no new one."""
+    sessions = [s for s in _sessions_of(module) if s.handles is not None]
+    for session in sessions:
+        for key in list(session.graphs):
+            session.take(key)  # attribute changes still pending, applied
+    handles = sessions[0].handles if sessions else None
+    ops = handles if handles is not None else op_handles(module)
+    end = ir.InsertionPoint(module.body)
+    for nid in nids:
+        op = ops[nid]
+        op.detach_from_parent()
+        end.insert(op)
+    for session in sessions:
+        moved = set(nids)
+        order: list[int] | None = None
+        for key, graph in list(session.graphs.items()):
+            top = [n for n in graph.body.nodes if n not in moved] + list(nids)
+            session.graphs[key], order = _renumbered(graph, top)
+        if order is not None and session.handles is not None:
+            session.handles = [session.handles[old] for old in order]
+    for session in _sessions_of(module):
+        if session.handles is None:  # no operations at hand to renumber
+            session.graphs.clear()
+            session.pending.clear()
+
+
+def _renumbered(graph: Graph, top: Sequence[int]) -> tuple[Graph, list[int]]:
+    """`graph` with its top-level nodes in `top`'s order, every node and value
+    renumbered in walk order as `read_graph` numbers them; and the old node
+    ids in the new order."""
+    node_ids: dict[int, int] = {}
+    value_ids: dict[int, int] = {}
+    nodes_in_order: list[int] = []
+    values_in_order: list[int] = []
+
+    def value(vid: int) -> None:
+        value_ids[vid] = len(values_in_order)
+        values_in_order.append(vid)
+
+    def visit(nid: int) -> None:
+        node_ids[nid] = len(nodes_in_order)
+        nodes_in_order.append(nid)
+        node = graph.nodes[nid]
+        for r in node.results:
+            value(r)
+        for region in node.regions:
+            for block in region:
+                for a in block.args:
+                    value(a)
+                for inner in block.nodes:
+                    visit(inner)
+
+    for a in graph.body.args:
+        value(a)
+    for nid in top:
+        visit(nid)
+    if len(nodes_in_order) != len(graph.nodes) or len(values_in_order) != len(
+        graph.values
+    ):
+        raise InternalError("a renumbered graph lost nodes or values")
+
+    def block(b: Block) -> Block:
+        return Block(
+            tuple([value_ids[a] for a in b.args]),
+            tuple([node_ids[n] for n in b.nodes]),
+        )
+
+    values = []
+    for new, old in enumerate(values_in_order):
+        v = graph.values[old]
+        owner = node_ids[v.owner] if v.owner >= 0 else v.owner
+        values.append(Value(new, v.type, v.shape, v.dtype, owner, v.index, v.loc))
+    nodes = []
+    for new, old in enumerate(nodes_in_order):
+        n = graph.nodes[old]
+        nodes.append(
+            Node(
+                new,
+                n.op,
+                tuple([value_ids[v] for v in n.operands]),
+                tuple([value_ids[v] for v in n.results]),
+                n.attrs,
+                n.loc,
+                tuple(tuple(block(b) for b in region) for region in n.regions),
+                node_ids[n.parent] if n.parent >= 0 else n.parent,
+                n.attr_text,
+            )
+        )
+    renumbered = Graph(
+        values,
+        nodes,
+        Block(
+            tuple([value_ids[a] for a in graph.body.args]),
+            tuple([node_ids[n] for n in top]),
+        ),
+        graph.module_attrs,
+        graph.source_name,
+        {name: node_ids[nid] for name, nid in graph.symbols.items()},
+        graph.keeps_attr_text,
+    )
+    renumbered.rules = graph.rules  # keyed by op content, not ids
+    return renumbered, nodes_in_order
+
+
 def read_graph(
     module: ir.Module, source_name: str = "-", *, keep_attr_text: bool = False
 ) -> Graph:
@@ -830,6 +938,13 @@ def _refresh(
     """Sets the changed attributes of `graph`'s nodes (None: removed)."""
     for nid, by_name in changes.items():
         node = graph.nodes[nid]
+        renamed = by_name.get("sym_name")
+        if "sym_name" in by_name and node.parent == -1:
+            old = node.attrs.get("sym_name")
+            if isinstance(old, str) and graph.symbols.get(old) == nid:
+                del graph.symbols[old]
+            if renamed is not None and isinstance(renamed[0], str):
+                graph.symbols[renamed[0]] = nid
         attrs = dict(node.attrs)
         text = dict(node.attr_text)
         keep_text = graph.keeps_attr_text or bool(node.attr_text)

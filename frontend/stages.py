@@ -361,7 +361,12 @@ class Lowered(_Stage):
         tokens: list[TensorSharding | None] = [None] * _tokens(inputs)
         args, results = tokens + args, tokens + results
         sharded, module = attach_shardings(
-            inputs.traced.text, inputs.mesh_name, p.mesh.to_model(), args, results
+            inputs.traced.text,
+            inputs.mesh_name,
+            p.mesh.to_model(),
+            args,
+            results,
+            inputs.traced.take_context(),
         )
         self._texts: dict[str, str] = {"traced": inputs.traced.text, "sharded": sharded}
         # That text as a module, for the first compile to take instead of

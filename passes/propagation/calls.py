@@ -24,8 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from meshjit.compiler.graph import (
+    AttrPlan,
     Node,
     invalidate_graphs,
+    move_to_end,
     nested_op_handles,
     op_handles,
     write_attrs,
@@ -162,9 +164,11 @@ def write_copies(
     roots = [f for f in g.funcs() if f.id not in built.callees]
     instances = built.instances
     if _in_place(built, plan):
-        # The copies would be the callees as they stand: each is written where
-        # it is (no handles given: the graphs a session holds are updated
-        # too, so the passes after read no new one).
+        # The copies would be the callees as they stand, perhaps under other
+        # names: each is written where it is, renamed with its calls (no
+        # handles given: the graphs a session holds are updated too, so the
+        # passes after read no new one).
+        write_attrs(module, _renames(module, built, plan))
         write_attrs(
             module,
             write_plan(built, state, funcs=roots, origins=origins, edges=edges),
@@ -181,6 +185,10 @@ def write_copies(
                     edges=edges,
                 ),
             )
+        funcs = [instances[i].func for i in plan.live]
+        top = list(g.body.nodes)
+        if top[len(top) - len(funcs) :] != funcs:
+            move_to_end(module, funcs)
         return
     handles = op_handles(module)
     write_attrs(
@@ -224,20 +232,31 @@ def write_copies(
 
 def _in_place(built: Built, plan: CopyPlan) -> bool:
     """Whether the plan's copies are the callees themselves: one per
-    function, under its own name, in the order the callees already close
-    the module in (where the copies would be appended), so every call keeps
-    its callee."""
-    g = built.graph
+    function. Each call then calls its callee's one copy, under the copy's
+    name (`_renames`), and the functions move to where the copies would be
+    appended, in the copies' order."""
     funcs = [built.instances[i].func for i in plan.live]
-    if len(funcs) != len(built.callees) or set(funcs) != built.callees:
-        return False
-    if any(
-        plan.name_of[i] != g.node(f).attr("sym_name")
-        for i, f in zip(plan.live, funcs, strict=True)
-    ):
-        return False
-    top = list(g.body.nodes)
-    return top[len(top) - len(funcs) :] == funcs
+    return len(funcs) == len(built.callees) and set(funcs) == built.callees
+
+
+def _renames(module: ir.Module, built: Built, plan: CopyPlan) -> AttrPlan:
+    """For `_in_place`'s copies: each function that its copy names otherwise
+    renamed, and every call of it (one copy per function, so all of a
+    function's calls call that copy)."""
+    g = built.graph
+    instances = built.instances
+    new_name = {instances[i].func: plan.name_of[i] for i in plan.live}
+    renames = AttrPlan()
+    with module.context:
+        for func, name in new_name.items():
+            if name != g.node(func).attr("sym_name"):
+                renames.set_op(func, "sym_name", str(ir.StringAttr.get(name)))
+        for inst in instances:
+            call = g.node(inst.call)
+            name = new_name[inst.func]
+            if name != g.node(inst.func).attr("sym_name"):
+                renames.set_op(call.id, "callee", str(ir.FlatSymbolRefAttr.get(name)))
+    return renames
 
 
 def _set_callee(op: ir.Operation, plan: CopyPlan, inst: int) -> None:

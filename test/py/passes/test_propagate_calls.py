@@ -112,3 +112,92 @@ func.func @main(
         jax.device_put(w, NamedSharding(mesh, P(("b", "c"), None))),
     )
     np.testing.assert_allclose(np.asarray(got), 2 * (x @ w), rtol=1e-5, atol=1e-5)
+
+
+_T = "tensor<8x2xf32>"
+_SPLIT = '{sdy.sharding = #sdy.sharding<@mesh, [{"a"}, {}]>}'
+
+
+def _module(first: str, second: str) -> str:
+    """@main calls `first` then `second`; @g calls @f; @g precedes @f."""
+    return f"""
+sdy.mesh @mesh = <["a"=2, "b"=2]>
+func.func @main(%arg0: {_T} {_SPLIT}) -> {_T} {{
+  %0 = stablehlo.add %arg0, %arg0 : {_T}
+  %1 = call @{first}(%0) : ({_T}) -> {_T}
+  %2 = call @{second}(%1) : ({_T}) -> {_T}
+  return %2 : {_T}
+}}
+func.func private @g(%arg0: {_T}) -> {_T} {{
+  %0 = call @f(%arg0) : ({_T}) -> {_T}
+  %1 = stablehlo.negate %0 : {_T}
+  return %1 : {_T}
+}}
+func.func private @f(%arg0: {_T}) -> {_T} {{
+  %0 = stablehlo.abs %arg0 : {_T}
+  return %0 : {_T}
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "functions"),
+    [
+        # @g's call of @f makes the first copy of @f (post-order), main's
+        # the second, @f_0, which both calls use: renamed
+        ("g", "f", ["g", "f_0"]),
+        # main's call of @f makes the first copy, which both use; the
+        # copies come in creation order (@f, @g): moved
+        ("f", "g", ["f", "g"]),
+    ],
+    ids=["renamed", "moved"],
+)
+def test_copies_that_are_the_functions_are_written_in_place(
+    first: str, second: str, functions: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When each function keeps one copy, the copies are written where the
+    functions are, renamed and moved: the module is the one the copying
+    path makes, and the graph the session keeps is what a new read gives
+    (no second walk)."""
+    from meshjit.compiler import graph
+    from meshjit.compiler.ir import make_context, parse_module, print_module
+    from meshjit.compiler.pipeline import parse_pipeline, run_pipeline
+    from meshjit.passes.propagation import calls
+
+    pipeline = "import-shardings,propagate{callees=copies},export-shardings"
+    source = _module(first, second)
+
+    def run() -> tuple[str, graph.Graph, graph.Graph]:
+        module = parse_module(source, make_context())
+        with graph.graph_session(module):
+            run_pipeline(parse_pipeline(pipeline, module.context), module, "-")
+            walks = graph.walks()
+            kept = graph.read_graph(module, "-")
+            assert graph.walks() == walks
+        fresh = graph.read_graph(module, "-")  # outside the session: a new walk
+        return print_module(module), kept, fresh
+
+    text, kept, fresh = run()
+    defined = [
+        line.split("@")[1].split("(")[0]
+        for line in text.splitlines()
+        if line.lstrip().startswith("func.func private")
+    ]
+    assert defined == functions
+    f_copy = next(name for name in functions if name.startswith("f"))
+    assert text.count(f"call @{f_copy}(") == 2  # main's and @g's
+    assert kept.nodes == fresh.nodes
+    assert kept.values == fresh.values
+    assert kept.body == fresh.body
+    assert kept.symbols == fresh.symbols
+    taken: list[bool] = []
+    in_place = calls._in_place
+
+    def copying(built: object, plan: object) -> bool:
+        taken.append(in_place(built, plan))  # type: ignore[arg-type]
+        return False
+
+    monkeypatch.setattr(calls, "_in_place", copying)
+    copied, _, _ = run()
+    assert taken == [True]
+    assert copied == text
