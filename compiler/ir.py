@@ -125,8 +125,9 @@ def replace_module(module: ir.Module, text: str, source_name: str = "-") -> None
             target[name] = source[name]
 
 
-def print_module(module: ir.Module, *, debug_info: bool = False) -> str:
-    """The module's text exactly as jaxlib prints it (`str(module)`)."""
+def print_module(module: ir.Module | ir.Operation, *, debug_info: bool = False) -> str:
+    """The module's text exactly as jaxlib prints it (`str(module)`); a module
+    operation (a clone, say) prints the same."""
     if debug_info:
         text = str(module.operation.get_asm(enable_debug_info=True))
         return text if text.endswith("\n") else text + "\n"

@@ -367,11 +367,19 @@ class Lowered(_Stage):
             args,
             results,
             inputs.traced.take_context(),
+            lazy=True,
         )
-        self._texts: dict[str, str] = {"traced": inputs.traced.text, "sharded": sharded}
-        # That text as a module, for the first compile to take instead of
-        # parsing the text again (a context and a parse: 2-10 ms).
+        self._texts: dict[str, str] = {"traced": inputs.traced.text}
+        # The module, for the first compile to take instead of parsing the
+        # text again (a context and a parse: 2-10 ms); its text is printed
+        # when asked for, from a copy the passes do not change (a copy is
+        # 0.5-2 ms, a print with locations up to 10 ms).
         self._sharded_module = module
+        self._sharded_copy: ir.Operation | None = None
+        if sharded is not None:
+            self._texts["sharded"] = sharded
+        elif module is not None:
+            self._sharded_copy = module.operation.clone()
         self._aliases: dict[int, int] | None = None
         self._unusable: list[str] = []
         self._auto_shard: object = None  # the auto-shard pass's result
@@ -404,9 +412,14 @@ class Lowered(_Stage):
     def _text(self, stage: str) -> str:
         if stage in self._texts:
             return self._texts[stage]
+        if stage == "sharded" and self._sharded_copy is not None:
+            text = print_module(self._sharded_copy, debug_info=True)
+            self._texts["sharded"] = text
+            self._sharded_copy = None
+            return text
         if stage == "propagated":
             try:
-                text, diags = _run(self._texts["sharded"], self.propagation)
+                text, diags = _run(self._text("sharded"), self.propagation)
                 self._auto_shard = diags.payloads.get("auto-shard")
             except DiagnosticError as err:
                 raise pipeline_error(self._inputs.api, err) from None
@@ -465,9 +478,9 @@ class Lowered(_Stage):
         """The sharded module as an MLIR module (`dialect` None or
         "stablehlo"), or as XLA's HLO computation ("hlo"), as jax's."""
         if dialect in (None, "stablehlo", "mhlo"):
-            return parse_module(self._texts["sharded"], make_context())
+            return parse_module(self._text("sharded"), make_context())
         if dialect == "hlo":
-            return bridge.xla_computation(self._texts["sharded"])
+            return bridge.xla_computation(self._text("sharded"))
         raise ValueError(
             f"unknown dialect: {dialect!r}; expected one of {', '.join(_DIALECTS)}"
         )
@@ -475,7 +488,7 @@ class Lowered(_Stage):
     def cost_analysis(self) -> dict[str, float]:
         """XLA's cost estimate of the unpartitioned module, before optimization
         (as jax's; `compile().cost_analysis()` gives the compiled program's)."""
-        return bridge.hlo_cost_analysis(bridge.xla_computation(self._texts["sharded"]))
+        return bridge.hlo_cost_analysis(bridge.xla_computation(self._text("sharded")))
 
     @contextmanager
     def _ready_to_partition(self) -> Iterator[tuple[ir.Module, str]]:
@@ -486,7 +499,7 @@ class Lowered(_Stage):
         propagated = self._texts.get("propagated")
         module, self._sharded_module = self._sharded_module, None
         if module is None or propagated is not None:
-            text = self._texts["sharded"] if propagated is None else propagated
+            text = self._text("sharded") if propagated is None else propagated
             module = parse_module(text, make_context(), source)
         with graph_session(module):
             if propagated is None:
@@ -601,7 +614,7 @@ class Lowered(_Stage):
         # Python functions of this process.
         if persistent_cache.cache_dir() is not None and inputs.traced.effects is None:
             key = persistent_cache.make_key(
-                self._texts["sharded"],
+                self._text("sharded"),
                 inputs.donated,
                 inputs.traced.kept,
                 self.propagation + "," + pipeline,

@@ -585,13 +585,18 @@ def attach_shardings(
     args: Sequence[TensorSharding | None],
     results: Sequence[TensorSharding | None],
     context: ir.Context | None = None,
-) -> tuple[str, ir.Module | None]:
+    *,
+    lazy: bool = False,
+) -> tuple[str | None, ir.Module | None]:
     """The module with `sdy.mesh @mesh_name` and `sdy.sharding` on @main, as
     text, and as the module that printed it when the two are the same (no
     mesh was renamed in the text after printing; None otherwise), for a
     caller that would parse the text again. Shardings on a view of `mesh`
     (its devices renamed or resized) are spelled on it. `context`: where to
-    parse it (jax's lowering context), else a new one."""
+    parse it (jax's lowering context), else a new one. `lazy`: where the
+    module is the answer, the text is not printed (None): the caller prints
+    it when it needs it (a module's print with locations is 10 ms of a
+    Llama step's first call)."""
     text = respell_views(text, mesh_name, mesh)
     ctx = context if context is not None else make_context()
     module = parse_module(text, ctx)
@@ -633,6 +638,8 @@ def attach_shardings(
         module.operation.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(
             i32, mesh.size
         )
+    if lazy and not axis_less:
+        return None, module
     out = print_module(module, debug_info=True)
     for name in axis_less:
         out = re.sub(rf"@{re.escape(name)}(?![\w$.])", f"@{mesh_name}", out)
