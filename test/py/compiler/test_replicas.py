@@ -114,12 +114,14 @@ def _expected(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
     return [np.stack(r) for r in rows]
 
 
-def test_every_collective_keeps_its_groups_in_the_replica_form() -> None:
-    rng = np.random.default_rng(0)
+def _check_collectives(text: str, seed: int) -> jax.Array:
+    """Compiles `text` (TEXT's collectives) and checks its results against
+    `_expected`; returns the donated argument."""
+    rng = np.random.default_rng(seed)
     a = rng.standard_normal((8, 16)).astype(np.float32)
     b = rng.standard_normal((8, 4)).astype(np.float32)
     devices = jax.devices()[:8]
-    compiled = compile_module(TEXT, devices, "")
+    compiled = compile_module(text, devices, "")
     assert "replica_count=8" in compiled.executable.hlo_text()
     mesh = Mesh(np.array(devices).reshape(2, 4), ("x", "y"))
     placed_b = jax.device_put(b, NamedSharding(mesh, P(("x", "y"))))
@@ -128,6 +130,11 @@ def test_every_collective_keeps_its_groups_in_the_replica_form() -> None:
     )
     for i, (out, want) in enumerate(zip(got, _expected(a, b), strict=True)):
         np.testing.assert_allclose(np.asarray(out), want, rtol=1e-6, err_msg=f"{i}")
+    return placed_b
+
+
+def test_every_collective_keeps_its_groups_in_the_replica_form() -> None:
+    placed_b = _check_collectives(TEXT, seed=0)
     assert placed_b.is_deleted()  # the donation survived the rewrite
 
 
@@ -198,19 +205,7 @@ MESH_AXES_TEXT = TEXT.replace(
 
 def test_mesh_axes_groups_become_the_groups_they_name() -> None:
     assert MESH_AXES_TEXT.count("replica_group_mesh_axes") == 4
-    rng = np.random.default_rng(1)
-    a = rng.standard_normal((8, 16)).astype(np.float32)
-    b = rng.standard_normal((8, 4)).astype(np.float32)
-    devices = jax.devices()[:8]
-    compiled = compile_module(MESH_AXES_TEXT, devices, "")
-    assert "replica_count=8" in compiled.executable.hlo_text()
-    mesh = Mesh(np.array(devices).reshape(2, 4), ("x", "y"))
-    got = compiled.executable(
-        jax.device_put(a, NamedSharding(mesh, P("x", "y"))),
-        jax.device_put(b, NamedSharding(mesh, P(("x", "y")))),
-    )
-    for i, (out, want) in enumerate(zip(got, _expected(a, b), strict=True)):
-        np.testing.assert_allclose(np.asarray(out), want, rtol=1e-6, err_msg=f"{i}")
+    _check_collectives(MESH_AXES_TEXT, seed=1)
     module = parse_module(MESH_AXES_TEXT, make_context())
     assert to_replicas(module) == 8
     text = print_module(module)
