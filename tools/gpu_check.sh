@@ -13,6 +13,9 @@
 #      which checks that jax release where CI does not run;
 #   4. the bench's workloads on one GPU against jax.jit, written to
 #      ${OUT:-bench}/results_gpu.md.
+# The lent machines have no package index: carry lit and filecheck as wheels
+# (`pip download --no-deps lit filecheck` into an ignored folder such as .whl/,
+# then `python3 -m pip install --no-index --no-deps .whl/*.whl` there first).
 # Usage: tools/gpu_check.sh [PYTHON]   (default python3)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,9 +34,15 @@ MESHJIT_NATIVE=0 "$python" -m meshjit.demo || status=1
 echo "==> suite (one device)"
 # pytest-benchmark, where installed, turns its own warning into an error under -W error
 "$python" -c "import pytest_benchmark" 2>/dev/null && plugins=(-p no:benchmark) || plugins=()
-MESHJIT_TEST_DEVICES=1 PYTHON=$python tools/run_tests.sh --jax-installed -rf "${plugins[@]}" || status=1
+# pytest-xdist, where installed, runs the suite in workers: on a 16-core lent
+# machine the whole suite on 8 virtual CPU devices took 50-60 s with 14
+# workers (2026-11-26), the GPU suite about 40 s with 8
+workers() { "$python" -c "import xdist" 2>/dev/null && echo "-n $1"; }
+# shellcheck disable=SC2046
+MESHJIT_TEST_DEVICES=1 PYTHON=$python tools/run_tests.sh --jax-installed -rf "${plugins[@]}" $(workers 8) || status=1
 echo "==> suite (8 CPU devices, this machine's jax)"
-JAX_PLATFORMS=cpu PYTHON=$python tools/run_tests.sh --jax-installed -rf "${plugins[@]}" || status=1
+# shellcheck disable=SC2046
+JAX_PLATFORMS=cpu PYTHON=$python tools/run_tests.sh --jax-installed -rf "${plugins[@]}" $(workers 14) || status=1
 echo "==> bench --one-device"
 MESHJIT_NATIVE=0 "$python" -m bench --one-device --no-scaling --no-dispatch --out "$out/results_gpu.md" || status=1
 exit "$status"
