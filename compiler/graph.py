@@ -563,8 +563,8 @@ def move_to_end(module: ir.Module, nids: Sequence[int]) -> None:
         op = ops[nid]
         op.detach_from_parent()
         end.insert(op)
+    moved = set(nids)
     for session in sessions:
-        moved = set(nids)
         order: list[int] | None = None
         for key, graph in list(session.graphs.items()):
             top = [n for n in graph.body.nodes if n not in moved] + list(nids)

@@ -122,14 +122,17 @@ def _manual_body(
     return main, manual, partitions, meshes[0].operation
 
 
-def _mesh_axes_groups(attr: ir.Attribute, mesh_op: ir.Operation) -> ir.Attribute | None:
+def _mesh_axes_groups(
+    attr: ir.Attribute, mesh_op: tuple[str, MeshModel]
+) -> ir.Attribute | None:
     """The dense device groups that mesh-axes replica groups on the module's
-    mesh name; None for another mesh, a mesh with explicit device ids (whose
-    numbering XLA's reading would have to match) or a form not read here."""
+    mesh (`mesh_op`: its name and model) name; None for another mesh, a mesh
+    with explicit device ids (whose numbering XLA's reading would have to
+    match) or a form not read here."""
     found = _MESH_AXES.fullmatch(str(attr))
     if found is None:
         return None
-    name, mesh = parse_mesh_op(str(mesh_op))
+    name, mesh = mesh_op
     if found.group(1) != name or mesh.device_ids is not None:
         return None
     refs = _axis_refs(found.group(2), mesh)
@@ -170,6 +173,7 @@ def _plan(module: ir.Module) -> _Plan | None:
         return None
     main, manual, replicas, mesh_op = found
     plan = _Plan(main, manual, replicas, [], [], [], [])
+    mesh: list[tuple[str, MeshModel]] = []
     ok = True
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -182,7 +186,9 @@ def _plan(module: ir.Module) -> _Plan | None:
                 plan.channels.append(op)
             named = ok and "replica_groups" in attrs
             if named and not is_dense_ints(attrs["replica_groups"]):
-                dense = _mesh_axes_groups(attrs["replica_groups"], mesh_op)
+                if not mesh:  # the module's mesh, read once
+                    mesh.append(parse_mesh_op(str(mesh_op)))
+                dense = _mesh_axes_groups(attrs["replica_groups"], mesh[0])
                 ok = dense is not None
                 if dense is not None:
                     plan.groups.append((op, dense))

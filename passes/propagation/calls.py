@@ -245,17 +245,19 @@ def _renames(module: ir.Module, built: Built, plan: CopyPlan) -> AttrPlan:
     function's calls call that copy)."""
     g = built.graph
     instances = built.instances
-    new_name = {instances[i].func: plan.name_of[i] for i in plan.live}
+    renamed = {
+        instances[i].func: plan.name_of[i]
+        for i in plan.live
+        if plan.name_of[i] != g.node(instances[i].func).attr("sym_name")
+    }
     renames = AttrPlan()
     with module.context:
-        for func, name in new_name.items():
-            if name != g.node(func).attr("sym_name"):
-                renames.set_op(func, "sym_name", str(ir.StringAttr.get(name)))
+        for func, name in renamed.items():
+            renames.set_op(func, "sym_name", str(ir.StringAttr.get(name)))
         for inst in instances:
-            call = g.node(inst.call)
-            name = new_name[inst.func]
-            if name != g.node(inst.func).attr("sym_name"):
-                renames.set_op(call.id, "callee", str(ir.FlatSymbolRefAttr.get(name)))
+            if inst.func in renamed:
+                callee = str(ir.FlatSymbolRefAttr.get(renamed[inst.func]))
+                renames.set_op(inst.call, "callee", callee)
     return renames
 
 
