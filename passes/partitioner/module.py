@@ -546,7 +546,10 @@ _SPECIAL = {
     "stablehlo.pad": "yes (split padded dim: windows, local padding)",
     "stablehlo.reduce": "yes (partial results: all-reduce, or gathered and reduced)",
     "stablehlo.reduce_window": "yes (windows by halo exchange; scans by block totals)",
-    "stablehlo.sort": "yes (split sorted dim: all-to-all to another dim)",
+    "stablehlo.sort": (
+        "yes (split sorted dim: all-to-all to another dim; under a memory limit, "
+        "sorted blocks merged by collective-permutes)"
+    ),
     "stablehlo.reverse": "yes (split reversed dim: blocks mirrored)",
     "stablehlo.select_and_scatter": "yes (unpadded windows; else that dim whole)",
     "stablehlo.slice": "yes (split sliced dim: only the pieces moved)",

@@ -15,6 +15,7 @@ from meshjit.passes.partitioner import (
     gather_scatter,
     movement,
     reductions,
+    sorting,
     windows,
 )
 from meshjit.passes.partitioner.context import Handler, PartitionCtx
@@ -69,6 +70,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "stablehlo.scatter": gather_scatter.scatter,
         "stablehlo.select_and_scatter": windows.select_and_scatter,
         "stablehlo.slice": movement.slice_,
+        "stablehlo.sort": sorting.sort,
         "stablehlo.while": control_flow.while_,
         **{op: _replicated for op in ALWAYS_REPLICATED},
     }

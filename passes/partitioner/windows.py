@@ -75,7 +75,7 @@ def padding_values(value: object, n: int) -> list[tuple[int, int]]:
     return [(0, 0)] * n
 
 
-def _block_of_position(ctx: PartitionCtx, axes: Sequence[AxisRef]) -> list[int]:
+def block_of_position(ctx: PartitionCtx, axes: Sequence[AxisRef]) -> list[int]:
     """Each mesh position's block index over `axes` (row-major, major first)."""
     out = []
     for p in range(ctx.mesh.size):
@@ -174,10 +174,10 @@ def _gather_refused(
         key = reshard_key(node.operands[k], _whole_along(lop, k, dim))
         if ctx.scope.cached(key) is not None:
             return ""  # made before: reusing it costs no new memory
-    return _hold_or_refuse(ctx, _gathered_bytes(ctx, lop.operands[k], axes), key)
+    return hold_or_refuse(ctx, _gathered_bytes(ctx, lop.operands[k], axes), key)
 
 
-def _hold_or_refuse(ctx: PartitionCtx, nbytes: int, key: object = None) -> str:
+def hold_or_refuse(ctx: PartitionCtx, nbytes: int, key: object = None) -> str:
     assert ctx.memory is not None
     fits, total, _ = ctx.memory.room(ctx.site, nbytes)
     if fits:
@@ -219,7 +219,7 @@ def whole_where_gathered(
             if not choose_exchange(plan, inner * itemsize(v.dtype), ctx.cost).by_gather:
                 gathered = False
         if gathered and ctx.memory is not None:
-            refused = _hold_or_refuse(
+            refused = hold_or_refuse(
                 ctx, _whole_bytes(ctx, node, wants, whole, w.windows, axes)
             )
             if refused:
@@ -322,7 +322,7 @@ def _pairs(
 ) -> tuple[tuple[int, int], ...]:
     """(source, target) positions: a target at block i receives from block
     i + shift; only the listed target blocks."""
-    blocks = _block_of_position(ctx, axes)
+    blocks = block_of_position(ctx, axes)
     wanted = set(targets)
     return tuple(
         (p, q) for p, q in neighbor_pairs(ctx.mesh, axes, -shift) if blocks[q] in wanted
@@ -406,7 +406,7 @@ def _window_into_buffer(
     into a buffer of `pad` with a margin on both sides (a target without a
     piece in a round writes into the margin)."""
     b = ctx.b
-    blocks = _block_of_position(ctx, axes)
+    blocks = block_of_position(ctx, axes)
     shape = list(x.ty.shape or ())
     full = list(shape)
     full[dim] = plan.length + 2 * ex.margin
@@ -468,7 +468,7 @@ def window_start(ctx: PartitionCtx, axes: DimAxes, plan: WindowPlan) -> Val:
         return ctx.b.binary(
             "stablehlo.add", ctx.dim_offset(axes, plan.step), ctx.const_i32(plan.start)
         )
-    blocks = _block_of_position(ctx, axes)
+    blocks = block_of_position(ctx, axes)
     return ctx.per_position([plan.first(i) for i in blocks])
 
 
@@ -935,7 +935,7 @@ def select_and_scatter(node: Node, ctx: PartitionCtx) -> None:
         if len(set(sw.skips)) == 1:
             out = b.slice_dim(out, sw.dim, sw.skips[0], own)
             continue
-        blocks = _block_of_position(ctx, lop.factors[f])
+        blocks = block_of_position(ctx, lop.factors[f])
         skip = ctx.per_position([sw.skips[i] for i in blocks])
         zero_i = ctx.const_i32(0)
         starts = [skip if e == sw.dim else zero_i for e in range(len(shape))]

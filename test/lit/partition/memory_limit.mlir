@@ -3,6 +3,7 @@
 // otherwise the window's pieces are exchanged, and a remark says why.
 // RUN: %opt %s -p partition --split-input-file --collectives 2>&1 >/dev/null | filecheck %s --check-prefix=FREE
 // RUN: %opt %s -p 'partition{memory-limit=7KiB}' --split-input-file --collectives 2>&1 >/dev/null | filecheck %s
+// RUN: %opt %s -p 'partition{memory-limit=7KiB}' --split-input-file 2>/dev/null | filecheck %s --check-prefix=IR
 // RUN: not %opt %s -p 'partition{memory-limit=1KiB}' --split-input-file 2>&1 | filecheck %s --check-prefix=ERR
 // RUN: not %opt %s -p 'partition{memory-limit=lots}' --split-input-file 2>&1 | filecheck %s --check-prefix=BAD
 
@@ -46,3 +47,46 @@ func.func public @roll(%x: tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mes
 // CHECK: collectives inserted by partition
 // CHECK-NOT: all-gather {{.*}} stablehlo.slice
 // CHECK: total:
+
+// -----
+
+// A sort along its only dim, split 4 ways: unlimited, every device sorts
+// gathered copies; under the limit the gathered operand and result (4 KiB
+// each) do not fit, and the blocks (1 KiB) are sorted where they are and
+// merged: in round r blocks i and i + 1 (i + r even) swap by
+// collective-permute, sort the two together and keep their half.
+sdy.mesh @mesh = <["x"=4]>
+func.func public @sort(%x: tensor<1024xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> (tensor<1024xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) {
+  // CHECK: memory_limit.mlir:[[# @LINE + 1]]:8: remark: stablehlo.sort along its split dim 0 merges the sorted blocks over {"x"} (4 rounds of collective-permutes) rather than sorting gathered copies: the gathered copy (8.00 KiB) would take the live values to 10.00 KiB per device, above memory-limit 7.00 KiB
+  %0 = "stablehlo.sort"(%x) <{dimension = 0 : i64, is_stable = true}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %c = stablehlo.compare LT, %a, %b, TOTALORDER : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  }) : (tensor<1024xf32>) -> tensor<1024xf32>
+  return %0 : tensor<1024xf32>
+}
+// IR-LABEL: func.func public @sort
+// IR: %[[BLOCK:.*]] = "stablehlo.sort"(%arg1) {{.*}}
+// IR: (tensor<256xf32>) -> tensor<256xf32>
+// Round 1: blocks 0 and 1, 2 and 3 swap; the lower (1 at positions 0, 2)
+// puts its own block first and keeps elements 0-255 of the merge.
+// IR: %[[GOT:.*]] = "stablehlo.collective_permute"(%[[BLOCK]]) {{.*}} source_target_pairs = dense<{{\[}}[0, 1], [1, 0], [2, 3], [3, 2]]>
+// IR: stablehlo.constant dense<[1, 0, 1, 0]>
+// IR: stablehlo.constant dense<[0, 256, 0, 256]>
+// IR: %[[FIRST:.*]] = stablehlo.select %{{.*}}, %[[BLOCK]], %[[GOT]]
+// IR: %[[SECOND:.*]] = stablehlo.select %{{.*}}, %[[GOT]], %[[BLOCK]]
+// IR: %[[BOTH:.*]] = stablehlo.concatenate %[[FIRST]], %[[SECOND]], dim = 0
+// IR: %[[MERGED:.*]] = "stablehlo.sort"(%[[BOTH]])
+// IR: (tensor<512xf32>) -> tensor<512xf32>
+// IR: %[[KEPT:.*]] = stablehlo.dynamic_slice %[[MERGED]], %{{.*}}, sizes = [256]
+// Round 2: blocks 1 and 2 swap; blocks 0 and 3 keep their own.
+// IR: "stablehlo.collective_permute"(%[[KEPT]]) {{.*}} source_target_pairs = dense<{{\[}}[1, 2], [2, 1]]>
+// IR: stablehlo.constant dense<[0, 1, 1, 0]>
+// IR: stablehlo.select %{{.*}}, %{{.*}}, %[[KEPT]] : tensor<i1>, tensor<256xf32>
+// FREE: all-gather {{ +}}axes {"x"} {{ +}}3072 B {{.*}} stablehlo.sort
+// CHECK: collectives inserted by partition
+// CHECK-NEXT: collective-permute axes {"x"} {{ +}}1024 B {{.*}} odd-even merge of sorted blocks, round 1 of 4
+// CHECK-NEXT: collective-permute axes {"x"} {{ +}}1024 B {{.*}} round 2 of 4
+// CHECK-NEXT: collective-permute axes {"x"} {{ +}}1024 B {{.*}} round 3 of 4
+// CHECK-NEXT: collective-permute axes {"x"} {{ +}}1024 B {{.*}} round 4 of 4
+// CHECK-NEXT: total: 4 collectives (collective-permute x4), 4096 B per device

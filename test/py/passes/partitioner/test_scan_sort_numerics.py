@@ -5,6 +5,7 @@ device, 8 CPU devices."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +61,69 @@ def test_sort_along_split_dim(name: str, mesh: str, spec: P) -> None:
     compiled = run(SORTS[name], x, mesh, spec)
     if mesh == "8":
         assert kinds(compiled) == {"all-to-all"}
+
+
+# Under a memory limit that the gathered copies would break, a sort whose
+# split dim no other dim can take merges its sorted blocks instead (n rounds
+# of collective-permutes, partitioner/sorting.py). Keys with many ties check
+# that the merge is stable (argsort's indices, a key-value sort's values).
+RNG = np.random.default_rng(5)
+MERGES = {
+    "sort_1d": (lambda x: jnp.sort(x), RNG.standard_normal(1024), "8", P("x")),
+    "argsort_ties": (
+        lambda x: jnp.argsort(x).astype(jnp.int32),
+        RNG.integers(0, 5, 1024),
+        "8",
+        P("x"),
+    ),
+    "argsort_ties_two_axes": (
+        lambda x: jnp.argsort(x, axis=0).astype(jnp.int32),
+        RNG.integers(0, 5, (512, 3)),
+        "2x4",
+        P(("y", "x"), None),
+    ),
+    "descending_4_blocks": (
+        lambda x: -jnp.sort(-x, axis=0),
+        RNG.standard_normal((512, 3)),
+        "2x4",
+        P("y", None),
+    ),
+    "sort_2_blocks": (lambda x: jnp.sort(x), RNG.standard_normal(1024), "2x4", P("x")),
+    "reversed_input": (lambda x: jnp.sort(x), np.arange(1024.0, 0, -1), "8", P("x")),
+    "key_value_ties": (
+        lambda x: jax.lax.sort((x % 7, x), num_keys=1)[1],
+        RNG.integers(0, 1000, 1024),
+        "8",
+        P("x"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MERGES))
+def test_sort_under_a_memory_limit_merges_blocks(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fn, x, mesh, spec = MERGES[name]
+    x = x.astype(np.int32 if x.dtype.kind == "i" else np.float32)
+    monkeypatch.delenv("MESHJIT_MEMORY_LIMIT", raising=False)
+    free = run(fn, x, mesh, spec)
+    assert "all-gather" in kinds(free)  # the default: sort gathered copies
+    monkeypatch.setenv("MESHJIT_MEMORY_LIMIT", "8KiB")
+    merged = run(fn, x, mesh, spec)  # the same answer, bit for bit
+    blocks = math.prod(MESHES[mesh].shape[a] for a in _axes(spec[0]))
+    rounds = blocks if blocks > 2 else 1  # 2 blocks: round 2 has no pair
+    report = merged.partition_report
+    assert [c.kind for c in report.collectives] == ["collective-permute"] * rounds
+    assert any(
+        "merges the sorted blocks over" in r.message
+        and f"({blocks} rounds of collective-permutes)" in r.message
+        and "above memory-limit 8.00 KiB" in r.message
+        for r in report.remarks
+    ), [r.message for r in report.remarks]
+
+
+def _axes(entry: Any) -> tuple[str, ...]:
+    return entry if isinstance(entry, tuple) else (entry,)
 
 
 SCANS = {
