@@ -160,7 +160,7 @@ def choose_factors(
                 fewer[f] = []
                 keep_compound_dims_valid(rule, fewer, ctx.mesh)
                 candidates.append([tuple(a) for a in fewer])
-        candidates += _relocated(ctx, rule, limits, base, named)
+        candidates += relocated(ctx, rule, limits, base, named)
     scored: list[tuple[tuple[float, int, int], list[DimAxes]]] = []
     for index, factors in enumerate(candidates):
         key_factors = tuple(factors)
@@ -247,7 +247,7 @@ def _plan_text(
     return f"{ins} -> {outs}"
 
 
-def _relocated(
+def relocated(
     ctx: PartitionCtx,
     rule: ShardingRule,
     limits: FactorLimits,

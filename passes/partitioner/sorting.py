@@ -4,8 +4,11 @@ sorted blocks, for where the gather a sort otherwise makes would break
 
 A sort cannot compute its sorted dim from a block. Where another dim can take
 that dim's axes the rule's choice moves them there (an all-to-all each way,
-as XLA's partitioner does); otherwise every device gathers the dim and sorts
-all of it. The merge keeps the blocks: each device sorts its block, then in
+as XLA's partitioner does) where the cost model prefers that to gathering
+the dim, and every device sorts all of it otherwise. Under a memory limit
+that the gathered copies would break, the axes move to another dim where
+one can take them, and where none can the blocks are merged. The merge keeps
+the blocks: each device sorts its block, then in
 `n` rounds (n blocks along the axes) neighbouring blocks, pairs (0, 1), (2,
 3), ... in even rounds and (1, 2), (3, 4), ... in odd ones, swap blocks by
 collective-permute, sort the two together (the lower block first) and keep
@@ -33,7 +36,9 @@ from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
     choose_factors,
+    factor_cost,
     operand_layouts,
+    relocated,
 )
 from meshjit.passes.partitioner.layouts import axis_text, span
 from meshjit.passes.partitioner.local import (
@@ -53,17 +58,22 @@ _LIMITS = FactorLimits(uneven=True)
 def sort(node: Node, ctx: PartitionCtx) -> None:
     """By the rule (other dims split, the sorted dim's axes moved to another
     dim or gathered); under a memory limit that the gathered copies would
-    break, the odd-even merge of the blocks."""
+    break, the axes moved to another dim that can take them, else the
+    odd-even merge of the blocks."""
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
-    merge = _merge_instead(ctx, node, rule)
-    if merge is None:
+    plan = _under_the_limit(ctx, node, rule)
+    if plan is None:
         emit(ctx, node, prepare(ctx, node, rule, _LIMITS))
         return
-    factors, dim, axes = merge
+    factors, merge = plan
     lop = prepare(ctx, node, rule, _LIMITS, factors)
+    if merge is None:
+        emit(ctx, node, lop)
+        return
+    dim, axes = merge
     finish(ctx, node, lop, _odd_even_merge(ctx, node, lop, dim, axes))
 
 
@@ -73,13 +83,15 @@ def _sorted_dim(ctx: PartitionCtx, node: Node) -> int:
     return int(dim) % rank if isinstance(dim, int) and rank else 0
 
 
-def _merge_instead(
+def _under_the_limit(
     ctx: PartitionCtx, node: Node, rule: ShardingRule
-) -> tuple[list[DimAxes], int, DimAxes] | None:
-    """The factors of the merge (the rule's choice with the sorted dim kept
-    split as the operand is), the dim and its axes; None where the rule's
-    choice is taken: no memory limit, the dim not split, its axes moved to
-    another dim, the copies fit, or blocks the axes do not divide evenly."""
+) -> tuple[list[DimAxes], tuple[int, DimAxes] | None] | None:
+    """Where the rule's choice gathers the split sorted dim and the copies
+    break the memory limit: the factors to use instead, with the dim and its
+    axes when the blocks are merged (None: the axes move to another dim).
+    None where the rule's choice is taken: no memory limit, the dim not
+    split, its axes moved to another dim already, or the copies fit (also
+    when the axes divide the dim unevenly: the merge needs equal blocks)."""
     memory = ctx.memory
     shape = ctx.graph.value(node.operands[0]).shape or ()
     if memory is None or not shape:
@@ -87,7 +99,7 @@ def _merge_instead(
     dim = _sorted_dim(ctx, node)
     axes = ctx.layout(node.operands[0])[dim]
     (factor,) = rule.operands[0][dim] or (None,)
-    if not axes or factor is None or shape[dim] % span(axes, ctx.mesh):
+    if not axes or factor is None:
         return None
     chosen = choose_factors(ctx, node, rule, _LIMITS)
     used = [u for f in chosen for u in f]
@@ -104,17 +116,28 @@ def _merge_instead(
     refused = hold_or_refuse(ctx, copies)
     if not refused:
         return None
+    names = "{" + ", ".join(axis_text(a) for a in axes) + "}"
+    moves = relocated(ctx, rule, _LIMITS, chosen, list(axes))
+    if moves:  # the cheapest dim that takes the axes (an all-to-all each way)
+        best = min(moves, key=lambda f: factor_cost(ctx, node, rule, f, _LIMITS))
+        ctx.remark(
+            node.loc,
+            f"{node.op} along its split dim {dim} moves {names} to another dim "
+            f"by all-to-all rather than sorting gathered copies: {refused}",
+        )
+        return best, None
     n = span(axes, ctx.mesh)
-    names = ", ".join(axis_text(a) for a in axes)
+    if shape[dim] % n:
+        return None
     ctx.remark(
         node.loc,
         f"{node.op} along its split dim {dim} merges the sorted blocks over "
-        f"{{{names}}} ({n} rounds of collective-permutes) rather than sorting "
+        f"{names} ({n} rounds of collective-permutes) rather than sorting "
         f"gathered copies: {refused}",
     )
     factors = list(chosen)
     factors[factor] = axes
-    return factors, dim, axes
+    return factors, (dim, axes)
 
 
 def _odd_even_merge(

@@ -122,6 +122,27 @@ def test_sort_under_a_memory_limit_merges_blocks(
     ), [r.message for r in report.remarks]
 
 
+def test_sort_under_a_memory_limit_moves_axes_where_a_dim_takes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A small sort along a split row: the cost model gathers the rows (one
+    collective); under the limit the rows' axes go to the other dim by
+    all-to-all and back, which holds no whole copy, rather than merging."""
+    x = np.random.default_rng(6).standard_normal((16, 128)).astype(np.float32)
+    fn = lambda x: jnp.sort(x, axis=1)  # noqa: E731
+    monkeypatch.delenv("MESHJIT_MEMORY_LIMIT", raising=False)
+    assert kinds(run(fn, x, "8", P(None, "x"))) == {"all-gather"}
+    monkeypatch.setenv("MESHJIT_MEMORY_LIMIT", "8KiB")
+    moved = run(fn, x, "8", P(None, "x"))
+    report = moved.partition_report
+    assert [c.kind for c in report.collectives] == ["all-to-all"] * 2
+    assert any(
+        'moves {"x"} to another dim by all-to-all rather than sorting gathered '
+        "copies" in r.message
+        for r in report.remarks
+    ), [r.message for r in report.remarks]
+
+
 def _axes(entry: Any) -> tuple[str, ...]:
     return entry if isinstance(entry, tuple) else (entry,)
 
