@@ -223,6 +223,10 @@ class Instrumentation:
     """What to do around each pass (mlir-opt's flags)."""
 
     verify_each: bool = True
+    # Without verify_each: verify once, after the last stage (meshjit.jit's
+    # compiles: the passes' output is checked before XLA reads it; a verify
+    # of a Llama-size module is ~2 ms).
+    verify_last: bool = False
     print_after_all: bool = False
     print_after: frozenset[str] = frozenset()
     debug_info: bool = False
@@ -242,7 +246,8 @@ def run_pipeline(
     inst: Instrumentation | None = None,
     diags: Diagnostics | None = None,
 ) -> Diagnostics:
-    """Runs each stage, verifying after each one; raises DiagnosticError on error.
+    """Runs each stage, verifying after each one (or after the last, as `inst`
+    says); raises DiagnosticError on error.
 
     Warnings and remarks are returned in the Diagnostics for the caller to print.
     """
@@ -259,6 +264,8 @@ def run_pipeline(
         with graph_session(module):
             for stage in stages:
                 _run_timed(stage, module, source_name, inst, diags)
+            if stages and inst.verify_last and not inst.verify_each:
+                verify_module(module, source_name, f"pass '{stages[-1].name}'")
     finally:
         if collecting:
             gc.enable()

@@ -80,7 +80,8 @@ def compile_parsed(
     `effects`: the program's host callbacks and ordered effects (from jax's
     lowering)."""
     stages = parse_pipeline(pipeline, module.context)
-    diags = run_pipeline(stages, module, source_name, Instrumentation(reports=reports))
+    inst = Instrumentation(verify_each=False, verify_last=True, reports=reports)
+    diags = run_pipeline(stages, module, source_name, inst)
     partitioned = print_module(module)
     tokens = len(effects.ordered) if effects is not None else 0
     mesh, outputs, inputs = _interface(module, source_name, tokens)

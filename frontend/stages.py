@@ -507,7 +507,7 @@ class Lowered(_Stage):
                     parse_pipeline(self.propagation, module.context),
                     module,
                     source,
-                    Instrumentation(),
+                    Instrumentation(verify_each=False, verify_last=True),
                 )
                 found = diags.payloads.get("auto-shard")
                 if found is not None:

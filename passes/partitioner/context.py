@@ -234,11 +234,14 @@ class PartitionCtx:
     def layout(self, vid: int) -> Layout:
         """The value's layout now: its assigned one, or while it is a deferred
         partial sum, the layout it was produced with."""
-        deferred = self.deferred.get(vid)
-        if deferred is not None:
-            return deferred[0]
-        shape = self.graph.value(vid).shape or ()
-        return self.layouts.get(vid, replicated(len(shape)))
+        if self.deferred:
+            deferred = self.deferred.get(vid)
+            if deferred is not None:
+                return deferred[0]
+        found = self.layouts.get(vid)
+        if found is not None:
+            return found
+        return replicated(len(self.graph.value(vid).shape or ()))
 
     def local_shape(self, shape: Sequence[int], layout: Layout) -> tuple[int, ...]:
         return local_shape(shape, layout, self.mesh)

@@ -218,11 +218,13 @@ def _record_decision(
     best: tuple[float, int, int],
     chosen: list[DimAxes],
 ) -> None:
-    """For --explain: the chosen split and the best different one."""
+    """For --explain: the chosen split and the best different one (plans
+    compared by the layouts they give, printed only for the two shown)."""
+    plan = _plan_layouts(ctx, rule, chosen)
     others = [
         (key, f)
         for key, f in scored
-        if key != best and _plan_text(ctx, rule, f) != _plan_text(ctx, rule, chosen)
+        if key != best and _plan_layouts(ctx, rule, f) != plan
     ]
     other_key, other = min(others, key=lambda kf: kf[0]) if others else (None, None)
     ctx.report.decisions.append(
@@ -236,6 +238,13 @@ def _record_decision(
             ctx.site,
         )
     )
+
+
+def _plan_layouts(
+    ctx: PartitionCtx, rule: ShardingRule, factors: Sequence[DimAxes]
+) -> tuple[Layout, ...]:
+    """Operand then result layouts under `factors` (what `_plan_text` shows)."""
+    return tuple(project(t, factors, ctx.mesh) for t in (*rule.operands, *rule.results))
 
 
 def _plan_text(

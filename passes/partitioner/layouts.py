@@ -26,7 +26,12 @@ def _span_cached(axes: tuple[AxisRef, ...], mesh: MeshModel) -> int:
 
 
 def replicated(rank: int) -> Layout:
+    if rank < len(_REPLICATED):
+        return _REPLICATED[rank]
     return tuple(() for _ in range(rank))
+
+
+_REPLICATED: tuple[Layout, ...] = tuple(tuple(() for _ in range(r)) for r in range(9))
 
 
 def local_shape(

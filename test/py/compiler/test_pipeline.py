@@ -178,3 +178,47 @@ def test_the_collector_pauses_during_passes_and_comes_back(
         assert gc.isenabled() is enabled_before
     finally:
         gc.enable()
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakPass(ModulePass):
+    """Leaves the module invalid (a func.func whose return does not match)."""
+
+    name: ClassVar[str] = "break"
+
+    def run(self, module: ir.Module, diags: Diagnostics) -> None:
+        func = module.body.operations[0]
+        ret = func.regions[0].blocks[0].operations[0]
+        ret.operation.erase()
+        with ir.InsertionPoint(func.regions[0].blocks[0]), ir.Location.unknown():
+            ir.Operation.create("func.return", operands=[])
+
+
+@pytest.mark.parametrize(
+    ("each", "last", "caught_after"),
+    [(True, False, "break"), (False, True, "toy"), (False, False, None)],
+)
+def test_verification_after_each_pass_or_the_last(
+    each: bool, last: bool, caught_after: str | None
+) -> None:
+    """meshjit-opt verifies after every pass (naming the one that broke the
+    module); meshjit.jit's compiles verify once, after the last; mlir-opt's
+    --no-verify-each verifies nothing."""
+    from meshjit.compiler.diagnostics import DiagnosticError
+    from meshjit.compiler.ir import parse_module
+    from meshjit.compiler.pipeline import Instrumentation, run_pipeline
+
+    text = (
+        "func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {\n"
+        "  return %x : tensor<2xf32>\n}"
+    )
+    module = parse_module(text, make_context())
+    inst = Instrumentation(verify_each=each, verify_last=last)
+    stages = [BreakPass(), ToyPass()]
+    if caught_after is None:
+        run_pipeline(stages, module, "f.mlir", inst)
+        return
+    with pytest.raises(
+        DiagnosticError, match=f"does not verify after pass '{caught_after}'"
+    ):
+        run_pipeline(stages, module, "f.mlir", inst)
