@@ -464,7 +464,7 @@ class JitFunction:
             "result",
             f"{self._api} out_shardings",
         )
-        found = traced_mesh(traced.text)
+        found = traced_mesh(traced.source.meshes)
         request = _resolve.Request(
             api=self._api,
             pjit=self._pjit,

@@ -41,6 +41,7 @@ from meshjit.frontend.trace import (
     TracedModule,
     alias_plan,
     attach_shardings,
+    has_views,
     interface_shardings,
     leaf_dtype,
 )
@@ -360,16 +361,19 @@ class Lowered(_Stage):
         # Ordered effects' tokens lead @main's arguments and results.
         tokens: list[TensorSharding | None] = [None] * _tokens(inputs)
         args, results = tokens + args, tokens + results
+        model = p.mesh.to_model()
+        copy = inputs.traced.take_module()
+        if copy is not None and has_views(inputs.traced.source.meshes, model):
+            copy = None  # the views are respelled on the text
         sharded, module = attach_shardings(
-            inputs.traced.text,
+            copy if copy is not None else inputs.traced.text,
             inputs.mesh_name,
-            p.mesh.to_model(),
+            model,
             args,
             results,
-            inputs.traced.take_context(),
             lazy=True,
         )
-        self._texts: dict[str, str] = {"traced": inputs.traced.text}
+        self._texts: dict[str, str] = {}
         # The module, for the first compile to take instead of parsing the
         # text again (a context and a parse: 2-10 ms); its text is printed
         # when asked for, from a copy the passes do not change (a copy is
@@ -412,6 +416,8 @@ class Lowered(_Stage):
     def _text(self, stage: str) -> str:
         if stage in self._texts:
             return self._texts[stage]
+        if stage == "traced":
+            return self._inputs.traced.text
         if stage == "sharded" and self._sharded_copy is not None:
             text = print_module(self._sharded_copy, debug_info=True)
             self._texts["sharded"] = text

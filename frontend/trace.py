@@ -224,11 +224,70 @@ def record_constraint_mesh(mesh: Mesh) -> None:
 # tracing
 
 
+class TracedText:
+    """jax's lowered module and its text with locations, printed the first
+    time it is asked for: the first lowering takes a copy of the module in
+    jax's context instead (on a Llama step a print is 10 ms and parsing it
+    again 6 ms; a copy 1-2 ms). Later lowerings of the trace parse the text
+    in contexts of their own, so that no context outlives its modules' use
+    by more than the trace cache's entry. `meshes`: the module's `sdy.mesh`
+    definitions, (symbol, mesh attribute text)."""
+
+    __slots__ = ("_copied", "_lock", "_module", "_text", "meshes")
+
+    def __init__(
+        self,
+        module: ir.Module | None,
+        text: str | None,
+        meshes: tuple[tuple[str, str], ...],
+    ) -> None:
+        self._module = module
+        self._text = text
+        self._copied = False
+        self._lock = threading.Lock()
+        self.meshes = meshes
+
+    def text(self) -> str:
+        with self._lock:
+            if self._text is None:
+                assert self._module is not None
+                self._text = print_module(self._module, debug_info=True)
+                if self._copied:
+                    self._module = None
+            return self._text
+
+    def take_copy(self) -> ir.Module | None:
+        """A copy of jax's module, the first time it is asked for (None
+        after, or where the text is the only form)."""
+        with self._lock:
+            if self._module is None or self._copied:
+                return None
+            self._copied = True
+            module = self._module
+            if self._text is not None:
+                self._module = None
+            return copy_module(module)
+
+
+def copy_module(module: ir.Module) -> ir.Module:
+    """A copy of `module` in its context: its attributes, location and ops."""
+    with module.context:
+        out = ir.Module.create(loc=module.operation.location)
+        attrs = module.operation.attributes
+        for i in range(len(attrs)):
+            named = attrs[i]
+            out.operation.attributes[named.name] = named.attr
+        into = ir.InsertionPoint(out.body)
+        for op in module.body.operations:
+            op.operation.clone(ip=into)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class TracedModule:
     """JAX's StableHLO for one call form and abstract arguments, no shardings."""
 
-    text: str
+    source: TracedText
     fun_name: str
     out_tree: PyTreeDef
     outputs: tuple[LeafInfo, ...]
@@ -248,20 +307,17 @@ class TracedModule:
     # `refs[written[i]]` (jax writes them back after the call).
     refs: tuple[Any, ...] = ()
     written: tuple[int, ...] = ()
-    # The MLIR context jax lowered the module in, until one lowering takes
-    # it (`take_context`) to parse the text into rather than make another: a
-    # context costs 2.5-3 ms, 4% of a small program's first call. Later
-    # lowerings of this trace make their own, so that no context outlives
-    # its modules' use by more than the trace cache's entry.
-    contexts: list[ir.Context] = dataclasses.field(
-        default_factory=list, compare=False, repr=False
-    )
 
-    def take_context(self) -> ir.Context | None:
-        try:
-            return self.contexts.pop()
-        except IndexError:
-            return None
+    @property
+    def text(self) -> str:
+        """The module's text with locations (printed on first use)."""
+        return self.source.text()
+
+    def take_module(self) -> ir.Module | None:
+        """For the first lowering: a copy of jax's module, in the context jax
+        lowered it in (a new context costs 2.5-3 ms, 4% of a small program's
+        first call; a parse of the text more); None for later ones."""
+        return self.source.take_copy()
 
     @property
     def out_info(self) -> Any:
@@ -404,7 +460,7 @@ def trace_function(
             "them after the results"
         )
     return TracedModule(
-        merge_mesh_views(str(lowered.as_text(debug_info=True))),
+        _traced_text(lowered),
         fun_name,
         out_tree,
         outputs,
@@ -419,13 +475,28 @@ def trace_function(
         tuple(token_outputs),
         refs,
         written,
-        _lowering_contexts(lowered),
     )
 
 
-def _lowering_contexts(lowered: Any) -> list[ir.Context]:
-    context = getattr(lowered.compiler_ir("stablehlo"), "context", None)
-    return [context] if isinstance(context, ir.Context) else []
+def _traced_text(lowered: Any) -> TracedText:
+    """jax's module, kept as it is where its text would be kept as printed
+    (one mesh with axes at most: no views to merge), else its text with the
+    views merged."""
+    module = lowered.compiler_ir("stablehlo")
+    if isinstance(module, ir.Module):
+        with module.context:
+            meshes = tuple(
+                (
+                    ir.StringAttr(op.attributes["sym_name"]).value,
+                    str(op.attributes["mesh"]),
+                )
+                for op in module.body.operations
+                if op.operation.name == "sdy.mesh"
+            )
+        if sum(1 for _, m in meshes if sdy_text.parse_mesh(m).axes) < 2:
+            return TracedText(module, None, meshes)
+    text = merge_mesh_views(str(lowered.as_text(debug_info=True)))
+    return TracedText(None, text, tuple(mesh_defs(text)))
 
 
 # ----------------------------------------------------------------------------
@@ -435,15 +506,24 @@ def _lowering_contexts(lowered: Any) -> list[ir.Context]:
 _MESH_OP = re.compile(r"^\s*sdy\.mesh @([\w$.]+) = (<[^>]*>)", re.MULTILINE)
 
 
-def traced_mesh(text: str) -> tuple[str, MeshModel] | None:
-    """The `sdy.mesh` a traced module defines (from with_sharding_constraint).
-    Read off jax's text with `_MESH_OP` (parsing the module for it took 3 to
-    11 ms of a first call); a text with a mesh op the pattern misses (another
-    printed form) is parsed."""
+def mesh_defs(text: str) -> list[tuple[str, str]]:
+    """A module text's `sdy.mesh` definitions, (symbol, mesh attribute text),
+    read off with `_MESH_OP` (parsing the module for them took 3 to 11 ms of
+    a first call); a text with a mesh op the pattern misses (another printed
+    form) is parsed."""
     meshes: list[tuple[str, str]] = _MESH_OP.findall(text)
     if len(meshes) != text.count("sdy.mesh"):
         interface = read_interface(parse_module(text, make_context()))
         meshes = [(sym, attr.text) for sym, attr in interface.meshes]
+    return meshes
+
+
+def traced_mesh(
+    text: str | Sequence[tuple[str, str]],
+) -> tuple[str, MeshModel] | None:
+    """The `sdy.mesh` a traced module defines (from with_sharding_constraint),
+    from its text or its `mesh_defs`."""
+    meshes = mesh_defs(text) if isinstance(text, str) else text
     found: list[tuple[str, MeshModel]] = []
     for sym, mesh_text in meshes:
         model = sdy_text.parse_mesh(mesh_text)
@@ -489,10 +569,9 @@ def respell_views(text: str, base_name: str, base: MeshModel) -> str:
     views: dict[str, dict[str, tuple[AxisRef, ...]]] = {}
     for name, body in _MESH_OP.findall(text):
         mesh = sdy_text.parse_mesh(body)
-        if not mesh.axes or mesh == base:
-            continue
-        found = view_axes(mesh, base)
-        if found is not None:
+        if _is_view(mesh, base):
+            found = view_axes(mesh, base)
+            assert found is not None
             views[name] = found
     if not views:
         return text
@@ -554,6 +633,17 @@ def respell_views(text: str, base_name: str, base: MeshModel) -> str:
     return views_def.sub(drop, text)
 
 
+def has_views(meshes: Sequence[tuple[str, str]], base: MeshModel) -> bool:
+    """Whether any of the `mesh_defs` is a view of `base` (other axis names
+    or sizes over its devices), whose shardings `respell_views` rewrites."""
+    return any(_is_view(sdy_text.parse_mesh(m), base) for _, m in meshes)
+
+
+def _is_view(mesh: MeshModel, base: MeshModel) -> bool:
+    """Whether shardings on `mesh` are respelled on `base` (`respell_views`)."""
+    return bool(mesh.axes) and mesh != base and view_axes(mesh, base) is not None
+
+
 def _main(module: ir.Module) -> Any:
     for op in module.body.operations:
         if op.operation.name != "func.func":
@@ -579,7 +669,7 @@ def _merge_entries(
 
 
 def attach_shardings(
-    text: str,
+    text: str | ir.Module,
     mesh_name: str,
     mesh: MeshModel,
     args: Sequence[TensorSharding | None],
@@ -596,10 +686,23 @@ def attach_shardings(
     parse it (jax's lowering context), else a new one. `lazy`: where the
     module is the answer, the text is not printed (None): the caller prints
     it when it needs it (a module's print with locations is 10 ms of a
-    Llama step's first call)."""
-    text = respell_views(text, mesh_name, mesh)
-    ctx = context if context is not None else make_context()
-    module = parse_module(text, ctx)
+    Llama step's first call). `text` may be the module itself (a copy of
+    jax's, changed in place), unless its meshes include views of `mesh`."""
+    if isinstance(text, ir.Module):
+        module = text
+        ctx = module.context
+        with ctx:
+            defs = [
+                str(op.attributes["mesh"])
+                for op in module.body.operations
+                if op.operation.name == "sdy.mesh"
+            ]
+        if any(_is_view(sdy_text.parse_mesh(d), mesh) for d in defs):
+            raise ValueError("attach_shardings: views of the mesh need the text")
+    else:
+        text = respell_views(text, mesh_name, mesh)
+        ctx = context if context is not None else make_context()
+        module = parse_module(text, ctx)
     axis_less: list[str] = []  # names that become @mesh_name
     with ctx, ir.Location.unknown():
         for op in list(module.body.operations):
