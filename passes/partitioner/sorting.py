@@ -3,25 +3,24 @@ sorted blocks, for where the gather a sort otherwise makes would break
 `partition{memory-limit=...}`.
 
 A sort cannot compute its sorted dim from a block. Where another dim can take
-that dim's axes the rule's choice moves them there (an all-to-all each way,
-as XLA's partitioner does) where the cost model prefers that to gathering
-the dim, and every device sorts all of it otherwise. Under a memory limit
-that the gathered copies would break, the axes move to another dim where
-one can take them, and where none can the blocks are merged. The merge keeps
-the blocks: each device sorts its block, then in
-`n` rounds (n blocks along the axes) neighbouring blocks, pairs (0, 1), (2,
-3), ... in even rounds and (1, 2), (3, 4), ... in odd ones, swap blocks by
-collective-permute, sort the two together (the lower block first) and keep
-their half: the lower block the first, the upper the second. `n` rounds sort
-`n` blocks (the odd-even transposition sort, one block per element;
-Baudet and Stevenson 1978). The merge is stable: two equal keys are in the
-order of their global positions before every round and a round keeps that
-order, so it computes what the whole sort computes for a stable sort (for
-an unstable one both are valid orders of equal keys). It sends the bytes
-one gather sends, in `n` permutes instead of one collective, and each round
-sorts two blocks (2x the comparisons of the whole sort on 8 devices), so the
-cost model never prefers it: it is taken only where memory asks for it, with
-a remark.
+that dim's axes and the cost model prefers it to gathering the dim, the
+rule's choice moves them there (an all-to-all each way, as XLA's partitioner
+does); otherwise every device sorts all of the dim. Under a memory limit
+that the gathered copies would break, the axes move to another dim where one
+can take them, and where none can the blocks are merged: each device sorts
+its block, then in `n` rounds (n blocks along the axes) neighbouring blocks,
+pairs (0, 1), (2, 3), ... in even rounds and (1, 2), (3, 4), ... in odd ones,
+swap blocks by collective-permute, sort the two together (the lower block
+first) and keep their half: the lower block the first, the upper the second.
+`n` rounds sort `n` blocks (the odd-even transposition sort with a block per
+element; Baudet and Stevenson 1978). The merge is stable: equal keys are in
+the order of their global positions before every round and a round keeps
+that order, so it computes what the whole sort computes for a stable sort
+(for an unstable one both are valid orders of equal keys). It sends about
+the bytes one gather sends, in `n` permutes instead of one collective, and
+each round sorts two blocks (about 2x the comparisons of the whole sort on 8
+devices), so the cost model never prefers it: it is taken only where memory
+asks for it, with a remark.
 """
 
 from __future__ import annotations
