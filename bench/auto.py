@@ -1,6 +1,6 @@
 """Auto-sharding against hand-written layouts, side by side in one process.
 
-`python -m bench.auto [--only NAME] [--steps N] [--out FILE]`: for each
+`python -m bench.auto [--only NAME] [--steps N] [--rounds R] [--out FILE]`: for each
 real-model workload on the meshes (8,) and (2, 4), compiles the step with
 every argument and result `AUTO(mesh)` and with the hand layouts an expert
 would try first: data parallel (batch split over every axis, parameters
@@ -8,12 +8,12 @@ replicated), FSDP (parameters also split on their first dim the mesh
 divides) and the workload's own layouts for that mesh (Megatron DP x TP,
 expert parallel, ...). Reports step time (interleaved medians; a train step
 as a loop runs it: on the previous step's outputs, moved into the argument
-layouts where they differ) of each,
-AUTO / the best hand layout (the median over `--rounds` rounds of
-interleaved steps, with the rounds' range), XLA's per-device memory, the solver's status,
-size and time, and numerics against one device. Then one memory case: AUTO
-with a budget of 3/4 of data parallelism's peak (the search's own estimate
-of it), which must fit and run. Benchmarks print figures; they never fail on
+layouts where they differ) of each, AUTO / the best hand layout (the median
+over `--rounds` rounds of interleaved steps, with the rounds' range), XLA's
+per-device memory, the solver's status, size and time, and numerics against
+one device. Then one memory case: AUTO with a budget of 3/4 of data
+parallelism's peak (the search's own estimate of it), which must fit and
+run. Benchmarks print figures; they never fail on
 a timing.
 """
 
