@@ -31,7 +31,7 @@ from meshjit.compiler.spmd import Compiled as SpmdCompiled
 from meshjit.compiler.spmd import compile_parsed, load_compiled
 from meshjit.dialects.sharding import MeshModel, TensorSharding, view_axes
 from meshjit.errors import DeletedArgumentError, JitArgumentError, ShardingError
-from meshjit.frontend.args import CallForm, describe_aval
+from meshjit.frontend.args import CallForm, Entry, describe_aval
 from meshjit.frontend.dispatch import Dispatcher
 from meshjit.frontend.resolve import Placement
 from meshjit.frontend.sharding import NamedSharding
@@ -700,6 +700,21 @@ class Lowered(_Stage):
         return Compiled(self, spmd, frozenset(self._aliases))
 
 
+def cpp_leaf_order(entries: Sequence[Entry], dyn_tree: Any) -> list[int]:
+    """The flat dynamic argument leaves in the order jax's C++ dispatch
+    flattens a call (positional arguments, then keyword arguments sorted by
+    name), as indices into meshjit's leaves (`entries` order: the
+    signature's)."""
+    starts = [0]
+    for child in dyn_tree.children():
+        starts.append(starts[-1] + child.num_leaves)
+    ranked = sorted(
+        range(len(entries)),
+        key=lambda i: (entries[i].keyword is not None, entries[i].keyword or "", i),
+    )
+    return [k for i in ranked for k in range(starts[i], starts[i + 1])]
+
+
 def cost_spec(devices: Sequence[Any]) -> str:
     """The cost model for these devices: the platform's defaults ("gpu" on
     GPUs, else "cpu"), or `MESHJIT_COST` (a platform name or a file from
@@ -1236,19 +1251,26 @@ class Compiled(_Stage):
         traced = inputs.traced
         if traced.effects is not None or traced.token_outputs or traced.refs:
             return None  # tokens, callbacks and mutable arrays: in Python
-        kept = set(inputs.traced.kept)
+        kept = set(traced.kept)
+        # jax's C++ dispatch flattens the positional arguments, then the
+        # keyword arguments sorted by name; meshjit's leaves follow the
+        # signature. It hands the executable the kept leaves in its own order,
+        # so where that is not the executable's, such calls stay in Python.
+        order = cpp_leaf_order(inputs.form.entries, inputs.dyn_tree)
+        if [i for i in order if i in kept] != list(traced.kept):
+            return None
         return bridge.fastpath_data(
             self._spmd.executable.executable,
             tree,
             flat,
-            [i in kept for i in range(len(inputs.leaves))],
+            [i in kept for i in order],
             [
                 bridge.physical_sharding(
                     inputs.leaves[k].shape, inputs.leaves[k].dtype, self._targets[k]
                 )
                 if inputs.leaves[k].key_shape
                 else self._targets[k]
-                for k in inputs.traced.kept
+                for k in traced.kept
             ],
         )
 

@@ -268,3 +268,44 @@ def test_clear_cache_drops_the_cpp_entries_too() -> None:
     info = f.cache_info()
     assert info.compiles == 2
     assert info.fast == 0
+
+
+def test_keyword_calls_in_another_order_than_jax_flattens_them() -> None:
+    """jax's C++ dispatch flattens keyword arguments sorted by name ("v12"
+    before "v3"); meshjit's leaves follow the signature. With an unused
+    argument between them the kept-argument mask must follow jax's order: it
+    used to hand the executable `v3`'s buffer for `v12` (XLA refused the size,
+    then the process crashed; equal sizes would have been a wrong answer),
+    found by the fuzzer's keyword-call front door."""
+
+    def f(v0: jax.Array, v3: jax.Array, v12: jax.Array) -> jax.Array:
+        return v12 * 2.0  # v0 and v3 are not the executable's arguments
+
+    g = meshjit.jit(f, in_shardings={"v0": None, "v3": ns(MESH8, "x"), "v12": None})
+    a, b = np.ones(2, np.float32), np.arange(16, dtype=np.float32)
+    c = np.full((3, 5), 2.0, np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(g(v0=a, v3=b, v12=c), c * 2.0)
+        np.testing.assert_array_equal(g(v12=c, v0=a, v3=b), c * 2.0)
+    assert g.cache_info().fast == 5  # the kept argument's place is the same
+
+
+def test_kept_keyword_arguments_out_of_jax_order_stay_on_the_python_path() -> None:
+    """Two kept arguments whose signature order (`w`, `b`) is not jax's
+    sorted order (`b`, `w`): the C++ path would pass them to the executable
+    swapped, so such calls run in Python, with the right answer every time."""
+
+    def f(w: jax.Array, b: jax.Array, x: jax.Array) -> jax.Array:
+        return x @ w + b
+
+    g = meshjit.jit(f, in_shardings={"w": None, "b": None, "x": ns(MESH8, "x")})
+    w, bias = np.ones((8, 4), np.float32), np.arange(4, dtype=np.float32)
+    for i in range(3):
+        out = g(w=w, b=bias, x=X * i)
+        np.testing.assert_allclose(out, (X * i) @ w + bias, rtol=1e-6)
+    assert g.cache_info().fast == 0
+    # by position the order is the signature's: the fast path runs
+    h = meshjit.jit(f, in_shardings=(None, None, ns(MESH8, "x")))
+    for i in range(3):
+        np.testing.assert_allclose(h(w, bias, X * i), (X * i) @ w + bias, rtol=1e-6)
+    assert h.cache_info().fast == 2
