@@ -12,6 +12,14 @@ every argument error stays the Python path's clear message: a signature the
 Python path refused is never cached, and calls the C++ path cannot take (a
 deleted or donated argument, a donated buffer passed twice, jax.disable_jit())
 run the Python path, which says what is wrong.
+
+jax's C++ dispatch flattens positional arguments, then keyword arguments
+sorted by name, and hands the executable the kept leaves in that order;
+meshjit's leaves follow the signature. The kept-argument mask is given in
+jax's order (`stages.cpp_leaf_order`); a keyword call whose kept arguments
+jax would order differently from the signature (`f(w, b)` called as
+`f(w=..., b=...)`) stays on the Python path (~0.27 ms a call against
+~0.01 ms: meshjit's leaves in jax's order would let it run in C++).
 """
 
 from __future__ import annotations
