@@ -362,9 +362,10 @@ class Lowered(_Stage):
         tokens: list[TensorSharding | None] = [None] * _tokens(inputs)
         args, results = tokens + args, tokens + results
         model = p.mesh.to_model()
-        copy = inputs.traced.take_module()
-        if copy is not None and has_views(inputs.traced.source.meshes, model):
-            copy = None  # the views are respelled on the text
+        # a copy of jax's module, unless views of the mesh need respelling
+        # on the text
+        views = has_views(inputs.traced.source.meshes, model)
+        copy = None if views else inputs.traced.take_module()
         sharded, module = attach_shardings(
             copy if copy is not None else inputs.traced.text,
             inputs.mesh_name,

@@ -27,6 +27,7 @@ from meshjit.dialects.reshard import (
     Step,
     apply_step,
     axis_stride,
+    coordinate,
     plan_reshard,
     replica_groups,
     reshard_bytes,
@@ -307,6 +308,17 @@ class PartitionCtx:
             return index
         return self.b.binary("stablehlo.multiply", index, self.const_i32(block))
 
+    def block_of_position(self, axes: Sequence[AxisRef]) -> list[int]:
+        """Each mesh position's block index over `axes` (row-major, major
+        first)."""
+        out = []
+        for p in range(self.mesh.size):
+            index = 0
+            for a in axes:
+                index = index * a.full_size(self.mesh) + coordinate(self.mesh, a, p)
+            out.append(index)
+        return out
+
     def per_position(self, values: Sequence[int]) -> Val:
         """A scalar that is `values[p]` on the device at mesh position p."""
         if len(set(values)) == 1:
@@ -341,6 +353,21 @@ class PartitionCtx:
             self.per_position([row[d] for row in offsets]) for d in range(len(part))
         ]
         return self.b.dynamic_slice(a, starts, part)
+
+    def hold_or_refuse(self, nbytes: int, key: object = None) -> str:
+        """Under a memory limit: "" when a copy of `nbytes` made at the op
+        being partitioned keeps the live values under it (the copy is then
+        counted; `key`: its reshard key, for later reuse), else why not."""
+        assert self.memory is not None
+        fits, total, _ = self.memory.room(self.site, nbytes)
+        if fits:
+            self.memory.hold(self.site, nbytes, key)
+            return ""
+        return (
+            f"the gathered copy ({fmt_bytes(nbytes)}) would take the live values "
+            f"to {fmt_bytes(total)} per device, above memory-limit "
+            f"{fmt_bytes(self.memory.limit)}"
+        )
 
     # -- collectives -----------------------------------------------------------
 

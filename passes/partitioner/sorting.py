@@ -49,7 +49,6 @@ from meshjit.passes.partitioner.local import (
     run_replicated,
 )
 from meshjit.passes.partitioner.memory import value_bytes
-from meshjit.passes.partitioner.windows import block_of_position, hold_or_refuse
 
 _LIMITS = FactorLimits(uneven=True)
 
@@ -105,14 +104,14 @@ def _under_the_limit(
     if any(a.overlaps(u, ctx.mesh) for a in axes for u in used):
         return None  # moved to another dim: an all-to-all, no whole copy
     wants, _ = operand_layouts(ctx, node, rule, chosen, _LIMITS)
-    copies = 0
+    copies = 0  # the gathered operands and the whole results (laid out alike)
     for vid, want in zip(
-        (*node.operands, *node.results), (*wants, *wants), strict=False
+        (*node.operands, *node.results), (*wants, *wants), strict=True
     ):
         v = ctx.graph.value(vid)
         if v.shape is not None:
             copies += value_bytes(v.shape, v.dtype, ctx.local_shape(v.shape, want))
-    refused = hold_or_refuse(ctx, copies)
+    refused = ctx.hold_or_refuse(copies)
     if not refused:
         return None
     names = "{" + ", ".join(axis_text(a) for a in axes) + "}"
@@ -145,7 +144,7 @@ def _odd_even_merge(
     """The sort of the blocks along `dim` (split over `axes`), block-wise."""
     b = ctx.b
     n = span(axes, ctx.mesh)
-    blocks = block_of_position(ctx, axes)
+    blocks = ctx.block_of_position(axes)
     region = node.regions[0][0]
     xs = b.op(
         node.op, lop.operands, lop.results, lop.attrs, [ctx.verbatim_region(region)]

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 from meshjit.compiler.diagnostics import SourceLoc
 from meshjit.compiler.graph import DenseElements, Graph, Node
-from meshjit.dialects.reshard import DimAxes, Layout, coordinate, neighbor_pairs
+from meshjit.dialects.reshard import DimAxes, Layout, neighbor_pairs
 from meshjit.dialects.rules import FactorKind, ShardingRule
-from meshjit.dialects.sharding import AxisRef
 from meshjit.passes.partitioner.builder import (
     Ty,
     Val,
@@ -52,7 +51,7 @@ from meshjit.passes.partitioner.local import (
     rule_of,
     run_replicated,
 )
-from meshjit.passes.partitioner.memory import fmt_bytes, value_bytes
+from meshjit.passes.partitioner.memory import value_bytes
 
 Why = tuple[str, SourceLoc, str]
 
@@ -73,17 +72,6 @@ def padding_values(value: object, n: int) -> list[tuple[int, int]]:
             flat = (0,) * (2 * n)
         return [(flat[2 * i], flat[2 * i + 1]) for i in range(n)]
     return [(0, 0)] * n
-
-
-def block_of_position(ctx: PartitionCtx, axes: Sequence[AxisRef]) -> list[int]:
-    """Each mesh position's block index over `axes` (row-major, major first)."""
-    out = []
-    for p in range(ctx.mesh.size):
-        index = 0
-        for a in axes:
-            index = index * a.full_size(ctx.mesh) + coordinate(ctx.mesh, a, p)
-        out.append(index)
-    return out
 
 
 def gather_window(
@@ -174,20 +162,7 @@ def _gather_refused(
         key = reshard_key(node.operands[k], _whole_along(lop, k, dim))
         if ctx.scope.cached(key) is not None:
             return ""  # made before: reusing it costs no new memory
-    return hold_or_refuse(ctx, _gathered_bytes(ctx, lop.operands[k], axes), key)
-
-
-def hold_or_refuse(ctx: PartitionCtx, nbytes: int, key: object = None) -> str:
-    assert ctx.memory is not None
-    fits, total, _ = ctx.memory.room(ctx.site, nbytes)
-    if fits:
-        ctx.memory.hold(ctx.site, nbytes, key)
-        return ""
-    return (
-        f"the gathered copy ({fmt_bytes(nbytes)}) would take the live values to "
-        f"{fmt_bytes(total)} per device, above memory-limit "
-        f"{fmt_bytes(ctx.memory.limit)}"
-    )
+    return ctx.hold_or_refuse(_gathered_bytes(ctx, lop.operands[k], axes), key)
 
 
 def whole_where_gathered(
@@ -219,8 +194,8 @@ def whole_where_gathered(
             if not choose_exchange(plan, inner * itemsize(v.dtype), ctx.cost).by_gather:
                 gathered = False
         if gathered and ctx.memory is not None:
-            refused = hold_or_refuse(
-                ctx, _whole_bytes(ctx, node, wants, whole, w.windows, axes)
+            refused = ctx.hold_or_refuse(
+                _whole_bytes(ctx, node, wants, whole, w.windows, axes)
             )
             if refused:
                 gathered = False
@@ -322,7 +297,7 @@ def _pairs(
 ) -> tuple[tuple[int, int], ...]:
     """(source, target) positions: a target at block i receives from block
     i + shift; only the listed target blocks."""
-    blocks = block_of_position(ctx, axes)
+    blocks = ctx.block_of_position(axes)
     wanted = set(targets)
     return tuple(
         (p, q) for p, q in neighbor_pairs(ctx.mesh, axes, -shift) if blocks[q] in wanted
@@ -406,7 +381,7 @@ def _window_into_buffer(
     into a buffer of `pad` with a margin on both sides (a target without a
     piece in a round writes into the margin)."""
     b = ctx.b
-    blocks = block_of_position(ctx, axes)
+    blocks = ctx.block_of_position(axes)
     shape = list(x.ty.shape or ())
     full = list(shape)
     full[dim] = plan.length + 2 * ex.margin
@@ -468,7 +443,7 @@ def window_start(ctx: PartitionCtx, axes: DimAxes, plan: WindowPlan) -> Val:
         return ctx.b.binary(
             "stablehlo.add", ctx.dim_offset(axes, plan.step), ctx.const_i32(plan.start)
         )
-    blocks = block_of_position(ctx, axes)
+    blocks = ctx.block_of_position(axes)
     return ctx.per_position([plan.first(i) for i in blocks])
 
 
@@ -935,7 +910,7 @@ def select_and_scatter(node: Node, ctx: PartitionCtx) -> None:
         if len(set(sw.skips)) == 1:
             out = b.slice_dim(out, sw.dim, sw.skips[0], own)
             continue
-        blocks = block_of_position(ctx, lop.factors[f])
+        blocks = ctx.block_of_position(lop.factors[f])
         skip = ctx.per_position([sw.skips[i] for i in blocks])
         zero_i = ctx.const_i32(0)
         starts = [skip if e == sw.dim else zero_i for e in range(len(shape))]
