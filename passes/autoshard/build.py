@@ -51,6 +51,7 @@ from meshjit.passes.autoshard.strategies import (
     TensorInfo,
     local_bytes,
     op_strategies,
+    out_of_order,
     splittable_factors,
     tensor_layouts,
 )
@@ -291,7 +292,13 @@ class _Builder:
             lays = list(tensor_layouts(t.shape, self.mesh))
         ops = () if operand is None else (operand,)
         strategies = [
-            Strategy((), (lay,) * len(ops), (lay,), self._held(t, lay), 0.0)
+            Strategy(
+                (),
+                (lay,) * len(ops),
+                (lay,),
+                self._held(t, lay) + out_of_order((lay,), self.mesh),
+                0.0,
+            )
             for lay in lays
         ]
         self.add(Member(what, loc, node, ops, (result,), strategies, True))

@@ -33,8 +33,10 @@ from meshjit.passes.autoshard.problem import (
 )
 from meshjit.passes.autoshard.result import AutoShardResult
 from meshjit.passes.autoshard.strategies import (
+    ORDER_TIEBREAK,
     TensorInfo,
     op_strategies,
+    out_of_order,
     tensor_layouts,
 )
 from meshjit.passes.partition import PartitionReport
@@ -273,6 +275,43 @@ def test_large_batch_small_weights_picks_data_parallelism() -> None:
 
 
 DP_STEP = ((32, 64), (64, 32), (8192, 32), (8192, 32))  # DP wins on time
+
+
+def test_equal_cost_layouts_keep_the_mesh_axis_order() -> None:
+    """On a 2 x 4 mesh the batch split over ("x", "y") and over ("y", "x")
+    cost the same (the same blocks on other devices, no collective); the
+    search takes the order a user writes (and data parallelism's own
+    layout), not whichever the solver meets first: without the tie-break
+    both programs here chose ("y", "x") for the batch."""
+
+    def two_layers(w1: jax.Array, w2: jax.Array, x: jax.Array) -> jax.Array:
+        return jnp.tanh(jnp.tanh(x @ w1) @ w2)
+
+    def norm_dense(x: jax.Array, w: jax.Array) -> jax.Array:
+        m = jnp.mean(x, -1, keepdims=True)
+        v = jnp.var(x, -1, keepdims=True)
+        return jax.nn.relu(((x - m) / jnp.sqrt(v + 1e-5)) @ w)
+
+    text = lowered(two_layers, (64, 64), (64, 64), (4096, 64), mesh="x=2,y=4")
+    module, _ = run(text, "auto-shard")
+    assert arg_shardings(module)[2] == '#sdy.sharding<@mesh, [{"x", "y"}, {}]>'
+    text = lowered(norm_dense, (4096, 128), (128, 128), mesh="x=2,y=4")
+    module, _ = run(text, "auto-shard")
+    assert arg_shardings(module)[0] == '#sdy.sharding<@mesh, [{"x", "y"}, {}]>'
+
+
+def test_out_of_order_counts_dims_against_the_mesh() -> None:
+    mesh = MeshModel.of(("x", 2), ("y", 4))
+    in_order = ((X, Y), ())
+    assert out_of_order([in_order, None], mesh) == 0.0
+    assert out_of_order([((Y, X), (X,))], mesh) == ORDER_TIEBREAK
+    assert out_of_order([((Y, X), ()), ((), (Y, X))], mesh) == 2 * ORDER_TIEBREAK
+    # sub-axes of one axis: the major part first
+    major, minor = AxisRef("y", 1, 2), AxisRef("y", 2, 2)
+    assert out_of_order([((major, minor),)], mesh) == 0.0
+    assert out_of_order([((minor, major),)], mesh) == ORDER_TIEBREAK
+    # far below a collective's latency, as a tie-break must be
+    assert all(c.latency > 1000 * ORDER_TIEBREAK for c in PLATFORMS.values())
 
 
 def conv_bn(x: jax.Array, w: jax.Array) -> jax.Array:
