@@ -821,6 +821,44 @@ SORT = Workload(
 )
 
 
+# Dropout with jax's `rbg` PRNG ---------------------------------------------------
+# (`jax_default_prng_impl="rbg"`, as T5X and MaxText use for speed): the masks
+# come from rng_bit_generator. A transformer MLP block (GPT-2 sizes, batch of
+# 16 x 128 tokens) with dropout after the activation and on the output,
+# data-parallel: each device's mask rows are its batch rows.
+
+
+def dropout_mlp(
+    key_data: jax.Array, x: jax.Array, w1: jax.Array, w2: jax.Array
+) -> jax.Array:
+    key = jax.random.wrap_key_data(key_data, impl="rbg")
+    k1, k2 = jax.random.split(key)
+    h = jax.nn.gelu(x @ w1)
+    h = jnp.where(jax.random.bernoulli(k1, 0.9, h.shape), h / 0.9, 0.0)
+    y = x + h @ w2
+    return jnp.where(jax.random.bernoulli(k2, 0.9, y.shape), y / 0.9, 0.0)
+
+
+def _dropout_args() -> tuple[np.ndarray, ...]:
+    key = np.array([0, 42, 0, 42], np.uint32)  # jax.random.key(42, impl="rbg")
+    return (
+        key,
+        _rand(16, 128, 768, seed=31),
+        _rand(768, 3072, seed=32, scale=0.02),
+        _rand(3072, 768, seed=33, scale=0.02),
+    )
+
+
+DROPOUT_RBG = Workload(
+    "dropout_rbg",
+    dropout_mlp,
+    _dropout_args,
+    (Layout("dp8", "8", (P(), P("x"), P(), P()), P("x")),),
+    quick=True,
+    tags=("model", "transformer", "rng"),
+)
+
+
 MODELS = (
     RESNET_FWD,
     RESNET_TRAIN,
@@ -833,4 +871,5 @@ MODELS = (
     SHARD_MAP_FULL,
     SHARD_MAP_PARTIAL,
     SORT,
+    DROPOUT_RBG,
 )

@@ -760,9 +760,10 @@ def _reverse(op: OpInfo) -> ShardingRule:
 def _rng_bit_generator(op: OpInfo) -> ShardingRule:
     """The state is blocked; the output dims are result-only factors.
 
-    A result-only factor means each device keeps its block of the output; for
-    these bits that block comes from generating the whole output with the
-    replicated state (not from generating a smaller output locally).
+    A result-only factor means each device keeps its block of the output;
+    for these bits that block is cut from the whole output generated with the
+    replicated state (`partitioner/rng.py`: XLA fuses the cut into the
+    generator, which measured faster than generating the block alone).
     """
     state = op.operand_shapes[0]
     b = RuleBuilder.for_op(op)

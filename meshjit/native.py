@@ -62,6 +62,7 @@ MODULES: tuple[str, ...] = (
     "meshjit.passes.partitioner.reductions",
     "meshjit.passes.partitioner.movement",
     "meshjit.passes.partitioner.report",
+    "meshjit.passes.partitioner.rng",
     "meshjit.passes.partitioner.sorting",
     "meshjit.passes.partitioner.table",
     "meshjit.passes.partitioner.windows",

@@ -134,17 +134,23 @@ def emit(ctx: PartitionCtx, node: Node, lop: LocalOp) -> None:
 
 def run_replicated(ctx: PartitionCtx, node: Node, why: str) -> None:
     """Gathers every operand, runs the op on global shapes, slices results;
-    says so in a remark."""
-    ctx.remark(
-        node.loc,
-        f"'{node.op}' computed replicated ({why}): its operands are all-gathered first",
-    )
+    says so in a remark where that costs anything: an operand or captured
+    value is split (gathered), or a result is (every device computes all of
+    it). An op on replicated values with replicated results (a key's
+    bitcast) is what it would be anyway."""
+    captured_vids = captured_values(ctx.graph, node)
+    if any(any(ctx.layout(v)) for v in (*node.operands, *captured_vids, *node.results)):
+        ctx.remark(
+            node.loc,
+            f"'{node.op}' computed replicated ({why}): its operands are "
+            "all-gathered first",
+        )
     operands = []
     for i, vid in enumerate(node.operands):
         rank = len(ctx.graph.value(vid).shape or ())
         operands.append(ctx.value_reshard(vid, replicated(rank), node, f"operand {i}"))
     captured = {}
-    for vid in captured_values(ctx.graph, node):
+    for vid in captured_vids:
         rank = len(ctx.graph.value(vid).shape or ())
         captured[vid] = ctx.value_reshard(vid, replicated(rank), node, "captured value")
     ctx.push_scope()

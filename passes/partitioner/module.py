@@ -551,6 +551,10 @@ _SPECIAL = {
         "sorted blocks merged by collective-permutes)"
     ),
     "stablehlo.reverse": "yes (split reversed dim: blocks mirrored)",
+    "stablehlo.rng_bit_generator": (
+        "yes (generated whole, the block cut: XLA fuses the cut into the "
+        "generator, computing only the block)"
+    ),
     "stablehlo.select_and_scatter": "yes (unpadded windows; else that dim whole)",
     "stablehlo.slice": "yes (split sliced dim: only the pieces moved)",
     "stablehlo.scatter": "yes (split operand: shifted, routed indices)",

@@ -15,6 +15,7 @@ from meshjit.passes.partitioner import (
     gather_scatter,
     movement,
     reductions,
+    rng,
     sorting,
     windows,
 )
@@ -28,7 +29,6 @@ ALWAYS_REPLICATED = frozenset(
         "stablehlo.all_to_all",
         "stablehlo.collective_permute",
         "stablehlo.reduce_scatter",
-        "stablehlo.rng_bit_generator",
     }
 )
 
@@ -67,6 +67,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "stablehlo.reduce": reductions.reduce,
         "stablehlo.reduce_window": windows.reduce_window,
         "stablehlo.reverse": movement.reverse,
+        "stablehlo.rng_bit_generator": rng.rng_bit_generator,
         "stablehlo.scatter": gather_scatter.scatter,
         "stablehlo.select_and_scatter": windows.select_and_scatter,
         "stablehlo.slice": movement.slice_,
