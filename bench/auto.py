@@ -13,7 +13,9 @@ over `--rounds` rounds of interleaved steps, with the rounds' range), XLA's
 per-device memory, the solver's status, size and time, and numerics against
 one device. Then one memory case: AUTO with a budget of 3/4 of data
 parallelism's peak (the search's own estimate of it), which must fit and
-run. Benchmarks print figures; they never fail on
+run; then the search's time on larger modules: the Llama step with Adam at
+4 and 8 layers (about 2k and 4k ops) over (8,) and (2, 4) (`--scale 0`
+skips it). Benchmarks print figures; they never fail on
 a timing.
 """
 
@@ -27,6 +29,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import argparse
 import datetime
 import math
+import re
 import statistics
 import sys
 import time
@@ -41,7 +44,18 @@ from jax.sharding import PartitionSpec as P
 
 import meshjit
 from bench.measure import _memory, max_rel_err
-from bench.models import MODELS
+from bench.models import (
+    LLAMA_E,
+    LLAMA_FF,
+    LLAMA_PARAMS,
+    LLAMA_SEQ,
+    LLAMA_VOCAB,
+    MODELS,
+    _arrays,
+    _ints,
+    _llama_block,
+    llama_adam_step,
+)
 from bench.workloads import ALL, Workload, bench_mesh
 from meshjit.passes.partitioner.memory import fmt_bytes
 from meshjit.sharding import AUTO
@@ -315,6 +329,67 @@ def run_budget(work: Workload, mesh_name: str, steps: int) -> BudgetCase:
     return case
 
 
+@dataclass
+class ScaleCase:
+    """The search on a deeper Llama step: its size and time."""
+
+    layers: int
+    mesh: str
+    ops: int  # stablehlo/chlo ops of the traced module, its functions included
+    solve_s: float
+    build_s: float
+    summary: str
+
+
+_OP = re.compile(r"^\s*(?:%[^=]*= )?\"?(?:stablehlo|chlo)\.", re.MULTILINE)
+
+
+def run_scale(layers: int, mesh_name: str) -> ScaleCase:
+    """The Llama step with Adam at `layers` layers, every argument and
+    result AUTO over `mesh_name`: the module's op count and the search's
+    build and solve time (`share-layers=auto`, as `meshjit.jit` runs it)."""
+    spec = dict(LLAMA_PARAMS)
+    spec["layers"] = [_llama_block(LLAMA_E, LLAMA_FF) for _ in range(layers)]
+    params = _arrays(spec, seed=3)
+    zeros = jax.tree.map(np.zeros_like, params)
+    seq = _ints(8, LLAMA_SEQ + 1, high=LLAMA_VOCAB, seed=12)
+    args = (params, zeros, zeros, np.float32(0.0), seq[:, :-1], seq[:, 1:])
+    auto = AUTO(bench_mesh(mesh_name))
+    lowered = meshjit.jit(llama_adam_step, in_shardings=auto, out_shardings=auto).lower(
+        *args
+    )
+    ops = len(_OP.findall(lowered.as_text("traced")))
+    result = lowered.compile().auto_shard
+    assert result is not None
+    return ScaleCase(
+        layers,
+        mesh_name,
+        ops,
+        result.solution.seconds,
+        result.build_seconds,
+        result.summary(),
+    )
+
+
+def scale_report(scales: Sequence[ScaleCase]) -> list[str]:
+    if not scales:
+        return []
+    lines = [
+        "",
+        "Search time on larger modules (the Llama step with Adam, deeper; every "
+        "argument and result AUTO):",
+        "",
+        "| layers | mesh | ops | solve | build | search |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in scales:
+        lines.append(
+            f"| {c.layers} | {c.mesh} | {c.ops} | {c.solve_s:.2f} s | "
+            f"{c.build_s:.2f} s | {c.summary} |"
+        )
+    return lines
+
+
 def report(cases: Sequence[Case], budgets: Sequence[BudgetCase]) -> list[str]:
     lines = [
         "| workload | mesh | AUTO step (train: a loop step) | best hand layout | "
@@ -417,6 +492,12 @@ def main(argv: list[str] | None = None) -> int:
         help="rounds of interleaved steps; AUTO / best is the rounds' median",
     )
     parser.add_argument("--out", help="also write the report (markdown) here")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=8,
+        help="search time on the Llama step at 4 and up to this many layers (0: skip)",
+    )
     args = parser.parse_args(argv)
     names = args.only or list(BATCH_ARGS)
     meshes = args.mesh or list(MESHES)
@@ -430,7 +511,14 @@ def main(argv: list[str] | None = None) -> int:
         if name in names:
             print(f"== {name} with a memory budget", file=sys.stderr, flush=True)
             budgets.append(run_budget(_find(name), "8", args.steps))
-    lines = report(cases, budgets)
+    scales = []
+    for layers in (4, 8):
+        if layers > args.scale:
+            continue
+        for mesh in meshes:
+            print(f"== llama, {layers} layers, on {mesh}", file=sys.stderr, flush=True)
+            scales.append(run_scale(layers, mesh))
+    lines = report(cases, budgets) + scale_report(scales)
     print("\n".join(lines))
     if args.out:
         head = [
