@@ -739,6 +739,7 @@ class _Builder:
                     "pool",
                     "pool_grad",
                     "top_k",
+                    "dropout",
                 ]
             )
         )
@@ -778,6 +779,16 @@ class _Builder:
             else:
                 inner = pool.format(t="t")
                 self.emit(f"jax.grad(lambda t: jnp.sum({inner}))(v{a})", [a], exact)
+        elif kind == "dropout":
+            # jax's `rbg` PRNG: the mask's bits from rng_bit_generator, laid
+            # out as the value is
+            seed = self.draw(st.integers(0, 2**31 - 1))
+            key = (
+                f"jax.random.wrap_key_data(jnp.array([0, {seed}, 0, {seed}], "
+                "jnp.uint32), impl='rbg')"
+            )
+            mask = f"jax.random.bernoulli({key}, 0.5, v{a}.shape)"
+            self.emit(f"jnp.where({mask}, v{a}, 0)", [a], True)
         elif kind == "top_k":
             last = len(sa) - 1
             k = self.draw(st.integers(1, max(1, min(4, sa[last]))))
