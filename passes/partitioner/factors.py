@@ -370,13 +370,15 @@ def operand_layouts(
     rule: ShardingRule,
     factors: Sequence[DimAxes],
     limits: FactorLimits,
-) -> tuple[list[Layout], frozenset[int]]:
-    """Each operand's layout for the local op, and the operands a split
-    windowed factor reads through a window that are (or have a copy) whole
-    along the windowed dim: they stay whole there, and each device cuts its
-    window locally."""
+) -> tuple[list[Layout], frozenset[tuple[int, int]]]:
+    """Each operand's layout for the local op, and the (operand, dim) pairs
+    where a split windowed factor reads the operand through a window along a
+    dim it is (or has a copy) whole along: it stays whole there, and each
+    device cuts its window locally. Per dim: an operand whole along one
+    windowed dim may be split along another, whose window it then
+    exchanges."""
     wants = [project(t, factors, ctx.mesh) for t in rule.operands]
-    whole: set[int] = set()
+    whole: set[tuple[int, int]] = set()
     for w in limits.windowed:
         if not factors[w.factor]:
             continue
@@ -389,7 +391,7 @@ def operand_layouts(
                 want = list(wants[k])
                 want[w.dim] = ()
                 wants[k] = tuple(want)
-                whole.add(k)
+                whole.add((k, w.dim))
     return wants, frozenset(whole)
 
 
@@ -448,7 +450,7 @@ def window_seconds(
     rule: ShardingRule,
     factors: Sequence[DimAxes],
     w: WindowedFactor,
-    whole: frozenset[int],
+    whole: frozenset[tuple[int, int]],
 ) -> float:
     """Estimated seconds of the window exchanges of a split windowed factor
     (none for operands whole along the dim: they are cut locally)."""
@@ -458,7 +460,7 @@ def window_seconds(
     total = 0.0
     for (k, _), plan in zip(w.windows, plans, strict=True):
         v = ctx.graph.value(node.operands[k])
-        if v.shape is None or k in whole:
+        if v.shape is None or (k, w.dim) in whole:
             continue
         local = ctx.local_shape(v.shape, project(rule.operands[k], factors, ctx.mesh))
         inner = math.prod(n for d, n in enumerate(local) if d != w.dim)

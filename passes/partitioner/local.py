@@ -37,9 +37,9 @@ class LocalOp:
     partial: DimAxes  # axes the results are partial sums over
     combiner: str
     attrs: dict[str, str]
-    # Operands a windowed factor reads that stay whole along its dim (each
+    # (operand, dim) pairs a windowed factor reads whole along its dim (each
     # device cuts its window locally).
-    whole: frozenset[int] = frozenset()
+    whole: frozenset[tuple[int, int]] = frozenset()
     # Operands already replaced by a window (along some dim).
     windowed: set[int] = field(default_factory=set)
 

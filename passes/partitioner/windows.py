@@ -90,7 +90,7 @@ def gather_window(
     x = lop.operands[k]
     first = k not in lop.windowed
     lop.windowed.add(k)
-    if k in lop.whole:
+    if (k, dim) in lop.whole:
         return _cut_window(ctx, x, dim, axes, plan, pad)
     reason = f"operand {k} window along dim {dim}"
     why = (node.op, node.loc, reason)
@@ -187,7 +187,7 @@ def whole_where_gathered(
         gathered = True
         for (k, _), plan in zip(w.windows, plans, strict=True):
             v = ctx.graph.value(node.operands[k])
-            if k in whole or v.shape is None:
+            if (k, w.dim) in whole or v.shape is None:
                 continue
             local = ctx.local_shape(v.shape, wants[k])
             inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
@@ -195,7 +195,7 @@ def whole_where_gathered(
                 gathered = False
         if gathered and ctx.memory is not None:
             refused = ctx.hold_or_refuse(
-                _whole_bytes(ctx, node, wants, whole, w.windows, axes)
+                _whole_bytes(ctx, node, wants, whole, w.windows, axes, w.dim)
             )
             if refused:
                 gathered = False
@@ -213,9 +213,10 @@ def _whole_bytes(
     ctx: PartitionCtx,
     node: Node,
     wants: Sequence[Layout],
-    whole: frozenset[int],
+    whole: frozenset[tuple[int, int]],
     windows: Sequence[tuple[int, Window]],
     axes: DimAxes,
+    dim: int,
 ) -> int:
     """Per-device bytes of the copies an op run whole along a dim split over
     `axes` makes: its gathered operands and its whole results."""
@@ -223,7 +224,7 @@ def _whole_bytes(
     total = 0
     for k, _ in windows:
         v = ctx.graph.value(node.operands[k])
-        if k not in whole and v.shape is not None:
+        if (k, dim) not in whole and v.shape is not None:
             local = ctx.local_shape(v.shape, wants[k])
             total += value_bytes(v.shape, v.dtype, local) * n
     for r in node.results:

@@ -168,6 +168,34 @@ def test_grouped_convolution_splits_groups() -> None:
     assert compiled.partition_report.collectives == []
 
 
+def test_kernel_split_on_one_dim_and_a_window_exchanged_on_another() -> None:
+    """Found by the long fuzz run (docs/fuzzing.md, long 17): the kernel's
+    rows split over y (each device sums its dilated kernel row over a strided
+    window of the input's rows, whole on every device, so cut locally) and
+    the input's columns split over x. The columns' window was cut locally
+    too, from the split block padded with zeros, because "whole along a
+    windowed dim" was kept per operand rather than per (operand, dim): wrong
+    values. The columns' window must come from the neighbours."""
+
+    def conv(x: jax.Array, k: jax.Array) -> jax.Array:
+        return jax.lax.conv_general_dilated(
+            x,
+            k,
+            (2, 1),
+            "VALID",
+            rhs_dilation=(2, 1),
+            dimension_numbers=DN,
+            feature_group_count=2,
+        )
+
+    args = [rand(1, 12, 12, 8), rand(4, 5, 4, 2, seed=1)]
+    spec = P(None, None, "x")
+    compiled = run(conv, args, "2x4", [spec, P("y")], P(None, None, "x"))
+    report = compiled.partition_report
+    assert [c.axes for c in report.collectives if "window along dim 2" in c.reason]
+    assert not [c for c in report.collectives if "window along dim 1" in c.reason]
+
+
 def _pool(
     x: jax.Array, window: int, stride: int, padding: Any, op: str = "max"
 ) -> jax.Array:
