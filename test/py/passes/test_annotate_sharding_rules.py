@@ -408,7 +408,8 @@ def ledger_text(corpus: list[OpComparison]) -> str:
         "- *partitioned*: how `passes/partitioner/` runs the op on local blocks "
         "(`partition_support`); *replicated* means its operands are gathered "
         "and it runs whole, correct but not parallel (the partitioner says so "
-        "in a remark).",
+        "in a remark where that gathers a split operand or computes a split "
+        "result whole).",
         "",
     ]
     total = len(corpus)
