@@ -44,18 +44,7 @@ from jax.sharding import PartitionSpec as P
 
 import meshjit
 from bench.measure import _memory, max_rel_err
-from bench.models import (
-    LLAMA_E,
-    LLAMA_FF,
-    LLAMA_PARAMS,
-    LLAMA_SEQ,
-    LLAMA_VOCAB,
-    MODELS,
-    _arrays,
-    _ints,
-    _llama_block,
-    llama_adam_step,
-)
+from bench.models import MODELS, llama_adam_step, llama_args
 from bench.workloads import ALL, Workload, bench_mesh
 from meshjit.passes.partitioner.memory import fmt_bytes
 from meshjit.sharding import AUTO
@@ -348,12 +337,7 @@ def run_scale(layers: int, mesh_name: str) -> ScaleCase:
     """The Llama step with Adam at `layers` layers, every argument and
     result AUTO over `mesh_name`: the module's op count and the search's
     build and solve time (`share-layers=auto`, as `meshjit.jit` runs it)."""
-    spec = dict(LLAMA_PARAMS)
-    spec["layers"] = [_llama_block(LLAMA_E, LLAMA_FF) for _ in range(layers)]
-    params = _arrays(spec, seed=3)
-    zeros = jax.tree.map(np.zeros_like, params)
-    seq = _ints(8, LLAMA_SEQ + 1, high=LLAMA_VOCAB, seed=12)
-    args = (params, zeros, zeros, np.float32(0.0), seq[:, :-1], seq[:, 1:])
+    args = llama_args(layers)
     auto = AUTO(bench_mesh(mesh_name))
     lowered = meshjit.jit(llama_adam_step, in_shardings=auto, out_shardings=auto).lower(
         *args

@@ -453,8 +453,12 @@ def llama_adam_step(
     return params, mu, nu, loss
 
 
-def _llama_args() -> tuple[Any, ...]:
-    params = _arrays(LLAMA_PARAMS, seed=3)
+def llama_args(layers: int = LLAMA_LAYERS) -> tuple[Any, ...]:
+    """The Llama step's arguments; `layers` deeper or shallower than the
+    bench's (`bench.auto --scale`)."""
+    spec = dict(LLAMA_PARAMS)
+    spec["layers"] = [_llama_block(LLAMA_E, LLAMA_FF) for _ in range(layers)]
+    params = _arrays(spec, seed=3)
     zeros = jax.tree.map(np.zeros_like, params)
     seq = _ints(LLAMA_BATCH, LLAMA_SEQ + 1, high=LLAMA_VOCAB, seed=12)
     return (params, zeros, zeros, np.float32(0.0), seq[:, :-1], seq[:, 1:])
@@ -466,7 +470,7 @@ _LLAMA_FSDP = _same_specs(LLAMA_PARAMS, P("x"))
 LLAMA_FSDP = Workload(
     "llama_fsdp",
     llama_adam_step,
-    _llama_args,
+    llama_args,
     (
         Layout(
             "fsdp8",

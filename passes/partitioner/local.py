@@ -132,14 +132,18 @@ def emit(ctx: PartitionCtx, node: Node, lop: LocalOp) -> None:
     finish(ctx, node, lop, outs)
 
 
-def run_replicated(ctx: PartitionCtx, node: Node, why: str) -> None:
+def run_replicated(
+    ctx: PartitionCtx, node: Node, why: str, remark: bool = True
+) -> None:
     """Gathers every operand, runs the op on global shapes, slices results;
     says so in a remark where that costs anything: an operand or captured
     value is split (gathered), or a result is (every device computes all of
     it). An op on replicated values with replicated results (a key's
-    bitcast) is what it would be anyway."""
+    bitcast) is what it would be anyway. `remark=False`: a handler that runs
+    the op whole by choice says why in its own docstring."""
     captured_vids = captured_values(ctx.graph, node)
-    if any(any(ctx.layout(v)) for v in (*node.operands, *captured_vids, *node.results)):
+    values = (*node.operands, *captured_vids, *node.results)
+    if remark and any(any(ctx.layout(v)) for v in values):
         ctx.remark(
             node.loc,
             f"'{node.op}' computed replicated ({why}): its operands are "

@@ -20,15 +20,10 @@ from __future__ import annotations
 
 from meshjit.compiler.graph import Node
 from meshjit.passes.partitioner.context import PartitionCtx
-from meshjit.passes.partitioner.layouts import replicated
+from meshjit.passes.partitioner.local import run_replicated
 
 
 def rng_bit_generator(node: Node, ctx: PartitionCtx) -> None:
     """The op on the replicated state and the whole output shape; the new
     state stays replicated and the bits are cut to their layout."""
-    state = ctx.value_reshard(node.operands[0], replicated(1), node, "operand 0")
-    results = [ctx.global_ty(v) for v in node.results]
-    outs = ctx.b.op(node.op, [state], results, ctx.op_attrs(node))
-    for vid, out in zip(node.results, outs, strict=True):
-        rank = len(ctx.graph.value(vid).shape or ())
-        ctx.bind_result(vid, out, replicated(rank), node)
+    run_replicated(ctx, node, "generated whole by choice", remark=False)
