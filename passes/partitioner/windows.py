@@ -33,13 +33,18 @@ from meshjit.passes.partitioner.factors import (
     operand_layouts,
 )
 from meshjit.passes.partitioner.halo import (
+    ALL_TO_ALL,
+    GATHER,
     NEAR,
+    AllToAllExchange,
     Exchange,
+    Round,
     Window,
     WindowChoice,
     WindowPlan,
     choose_exchange,
     output_parallel,
+    plan_all_to_all,
     plan_exchange,
 )
 from meshjit.passes.partitioner.layouts import span
@@ -98,40 +103,48 @@ def gather_window(
     refused = ""
     if choice.by_gather:
         refused = _gather_refused(ctx, node, lop, k, dim, axes, first)
+    # the exchange taken (where a gather is refused: the better other way)
+    exchange = choice.other if choice.by_gather else choice.way
+    pieces = _way_text(exchange)
     if refused:
         ctx.remark(
             node.loc,
-            f"{reason}: exchanging the window's pieces (estimated "
-            f"{choice.other_seconds * 1e6:.1f} us) rather than one all-gather of "
-            f"the dim ({choice.seconds * 1e6:.1f} us): {refused}",
+            f"{reason}: {pieces} (estimated {choice.other_seconds * 1e6:.1f} us) "
+            f"rather than one all-gather of the dim ({choice.seconds * 1e6:.1f} "
+            f"us): {refused}",
         )
     elif choice.other_seconds < choice.seconds:
         ctx.remark(
             node.loc,
-            f"{reason}: exchanging the window's pieces (estimated "
-            f"{choice.seconds * 1e6:.1f} us) rather than one all-gather of the dim "
-            f"({choice.other_seconds * 1e6:.1f} us): within {NEAR:.0%} the "
-            "exchange is taken, it sends fewer bytes and holds no whole copy",
+            f"{reason}: {pieces} (estimated {choice.seconds * 1e6:.1f} us) rather "
+            f"than {_way_text(choice.other)} ({choice.other_seconds * 1e6:.1f} us): "
+            f"within {NEAR:.0%} the way that sends fewer bytes is taken",
         )
     elif choice.by_gather:
         ctx.remark(
             node.loc,
             f"{reason}: one all-gather of the dim (estimated "
-            f"{choice.seconds * 1e6:.1f} us) is cheaper than exchanging the "
-            f"window's pieces ({choice.other_seconds * 1e6:.1f} us)",
+            f"{choice.seconds * 1e6:.1f} us) is cheaper than "
+            f"{_way_text(choice.other)} ({choice.other_seconds * 1e6:.1f} us)",
         )
         return _cut_window(
             ctx, _gathered(ctx, node, lop, k, dim, axes, first), dim, axes, plan, pad
         )
     ex = plan_exchange(plan)
-    if ex.uniform:
+    a2a = plan_all_to_all(plan) if exchange == ALL_TO_ALL else None
+    # Blocks that receive nothing in a permute get zeros; in an all-to-all,
+    # another block's piece: masked below in either case.
+    junk = a2a is not None and ex.uniform
+    if a2a is not None:
+        window = _window_by_all_to_all(ctx, x, dim, axes, plan, ex, a2a, pad, why)
+    elif ex.uniform:
         window = _window_by_pieces(ctx, x, dim, axes, plan, ex, pad, why)
     else:
         window = _window_into_buffer(ctx, x, dim, axes, plan, ex, pad, why)
     # Past the end of the input a window holds zeros (nothing received) or
     # the garbage of an uneven split's last block: set it to the padding.
     uneven = plan.size % plan.n != 0
-    if plan.reaches_outside and (pad is not None or uneven):
+    if plan.reaches_outside and (pad is not None or uneven or junk):
         fill = pad if pad is not None else ctx.b.zeros(Ty((), x.ty.dtype))
         window = _mask_outside(ctx, window, dim, axes, plan, fill)
     return window
@@ -191,7 +204,8 @@ def whole_where_gathered(
                 continue
             local = ctx.local_shape(v.shape, wants[k])
             inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
-            if not choose_exchange(plan, inner * itemsize(v.dtype), ctx.cost).by_gather:
+            row = inner * itemsize(v.dtype)
+            if not choose_exchange(plan, row, ctx.cost, all_to_all=False).by_gather:
                 gathered = False
         if gathered and ctx.memory is not None:
             refused = ctx.hold_or_refuse(
@@ -269,6 +283,100 @@ def window_choice(
     shape = x.ty.shape or ()
     inner = math.prod(n for d, n in enumerate(shape) if d != dim)
     return choose_exchange(plan, inner * itemsize(x.ty.dtype), ctx.cost)
+
+
+def _way_text(way: str) -> str:
+    if way == ALL_TO_ALL:
+        return "exchanging the window's pieces by one all-to-all"
+    if way == GATHER:
+        return "one all-gather of the dim"
+    return "exchanging the window's pieces"
+
+
+def _window_by_all_to_all(
+    ctx: PartitionCtx,
+    x: Val,
+    dim: int,
+    axes: DimAxes,
+    plan: WindowPlan,
+    ex: Exchange,
+    a2a: AllToAllExchange,
+    pad: Val | None,
+    why: Why,
+) -> Val:
+    """The remote pieces of every round in one all-to-all: each device puts
+    the piece it sends in a round into the chunk of that round's target (a
+    piece no one takes into its own chunk, which no round reads), and takes
+    each round's piece from its source's chunk. Static pieces (`ex.uniform`)
+    are concatenated as `_window_by_pieces` does, a block without a piece
+    taking another's (the caller masks it); otherwise they are written into
+    a buffer of `pad` at per-device offsets, as `_window_into_buffer` does."""
+    b = ctx.b
+    blocks = ctx.block_of_position(axes)
+    n, length = plan.n, a2a.length
+    shape = list(x.ty.shape or ())
+    zero = ctx.const_i32(0)
+
+    def at(offset: Val) -> list[Val]:
+        return [offset if d == dim else zero for d in range(len(shape))]
+
+    def sized(along: int) -> list[int]:
+        return [along if d == dim else s for d, s in enumerate(shape)]
+
+    send = b.zeros(x.ty.with_shape(sized(n * length)))
+    remote = [r for r in a2a.rounds if r.shift != 0]
+    for r in remote:
+        cut_at = ctx.per_position([r.src[j] for j in blocks])
+        piece = b.dynamic_slice(x, at(cut_at), sized(length))
+        chunk = []
+        for j in blocks:
+            i = j - r.shift  # the target of source j in this round
+            chunk.append(i if 0 <= i < n and r.dst[i] >= 0 else j)
+        slot = ctx.per_position([c * length for c in chunk])
+        send = b.dynamic_update_slice(send, piece, at(slot))
+    nbytes = (n - 1) * length * math.prod(sized(1)) * itemsize(x.ty.dtype)
+    op, loc, reason = why
+    shifts = ", ".join(f"{r.shift:+d}" for r in remote)
+    ctx.record(
+        ALL_TO_ALL,
+        axes,
+        nbytes,
+        (op, loc, f"{reason}: {length} along dim {dim} from blocks {shifts}"),
+    )
+    received = b.all_to_all(send, dim, dim, n, ctx.groups(axes), send.ty)
+
+    def taken(r: Round) -> Val:
+        source = [(i + r.shift if r.dst[i] >= 0 else i) * length for i in blocks]
+        return b.dynamic_slice(received, at(ctx.per_position(source)), sized(length))
+
+    if ex.uniform:
+        parts = []
+        covered = 0  # window positions the parts so far cover
+        for r, moved in zip(ex.rounds, a2a.rounds, strict=True):
+            target = r.targets[0]
+            source = target + r.shift
+            if r.dst[target] > covered:  # before every block: the op's padding
+                parts.append(_filled(ctx, x, dim, r.dst[target] - covered, pad))
+            if r.shift == 0:
+                piece = b.slice_dim(x, dim, r.src[source], r.length)
+            else:  # the piece, inside the longer chunk it came in
+                inside = r.src[source] - moved.src[source]
+                piece = b.slice_dim(taken(moved), dim, inside, r.length)
+            parts.append(piece)
+            covered = r.dst[target] + r.length
+        if covered < plan.length:
+            parts.append(_filled(ctx, x, dim, plan.length - covered, pad))
+        return b.concatenate(parts, dim)
+    buffer = _fill(ctx, x.ty.with_shape(sized(plan.length + 2 * a2a.margin)), pad)
+    for r in a2a.rounds:
+        if r.shift == 0:
+            cut_at = ctx.per_position([r.src[j] for j in blocks])
+            piece = b.dynamic_slice(x, at(cut_at), sized(r.length))
+        else:
+            piece = taken(r)
+        put_at = ctx.per_position([max(r.dst[i], 0) for i in blocks])
+        buffer = b.dynamic_update_slice(buffer, piece, at(put_at))
+    return b.slice_dim(buffer, dim, a2a.margin, plan.length)
 
 
 def _record_round(

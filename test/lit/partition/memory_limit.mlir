@@ -1,11 +1,14 @@
 // Under partition{memory-limit=...} a gather of a whole dim that the cost
 // model prefers is taken only while the live values stay under the limit;
 // otherwise the window's pieces are exchanged, and a remark says why.
-// RUN: %opt %s -p partition --split-input-file --collectives 2>&1 >/dev/null | filecheck %s --check-prefix=FREE
-// RUN: %opt %s -p 'partition{memory-limit=7KiB}' --split-input-file --collectives 2>&1 >/dev/null | filecheck %s
-// RUN: %opt %s -p 'partition{memory-limit=7KiB}' --split-input-file 2>/dev/null | filecheck %s --check-prefix=IR
-// RUN: not %opt %s -p 'partition{memory-limit=1KiB}' --split-input-file 2>&1 | filecheck %s --check-prefix=ERR
-// RUN: not %opt %s -p 'partition{memory-limit=lots}' --split-input-file 2>&1 | filecheck %s --check-prefix=BAD
+// (With the CPU's costs one all-to-all of the halos stands in for the gather;
+// Inputs/dear_all_to_all.json makes all-to-alls dear, so that the gather is
+// what the cost model prefers here.)
+// RUN: %opt %s -p 'partition{cost=%S/Inputs/dear_all_to_all.json}' --split-input-file --collectives 2>&1 >/dev/null | filecheck %s --check-prefix=FREE
+// RUN: %opt %s -p 'partition{cost=%S/Inputs/dear_all_to_all.json memory-limit=7KiB}' --split-input-file --collectives 2>&1 >/dev/null | filecheck %s
+// RUN: %opt %s -p 'partition{cost=%S/Inputs/dear_all_to_all.json memory-limit=7KiB}' --split-input-file 2>/dev/null | filecheck %s --check-prefix=IR
+// RUN: not %opt %s -p 'partition{cost=%S/Inputs/dear_all_to_all.json memory-limit=1KiB}' --split-input-file 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: not %opt %s -p 'partition{cost=%S/Inputs/dear_all_to_all.json memory-limit=lots}' --split-input-file 2>&1 | filecheck %s --check-prefix=BAD
 
 // BAD: memory_limit.mlir:1:1: error: partition: memory-limit 'lots' is not a size; write bytes, optionally with a unit: 512MiB, 2GB, 1e9
 

@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 
 from meshjit.passes.partitioner.halo import (
+    AllToAllExchange,
     Exchange,
+    Round,
     Window,
     WindowPlan,
     output_parallel,
+    plan_all_to_all,
     plan_exchange,
     plan_window,
     window_split,
@@ -89,6 +92,74 @@ def _raw_window(x: np.ndarray, plan: WindowPlan, ex: Exchange, i: int) -> np.nda
     return buf[ex.margin : ex.margin + plan.length]
 
 
+def _a2a_window(
+    x: np.ndarray, plan: WindowPlan, a2a: AllToAllExchange, i: int
+) -> np.ndarray:
+    """Block i's window as the all-to-all exchange builds it: every block
+    fills its send chunks (a piece no one takes into its own chunk), the
+    all-to-all hands block i chunk i of every block, and block i writes the
+    rounds' pieces into its buffer (or, for static pieces, concatenates
+    them). Every cut and write must lie inside its array (the IR's dynamic
+    slices would clamp it silently)."""
+    n, block, length = plan.n, plan.block, a2a.length
+    padded = np.concatenate([x, np.full(block * n - len(x), GARBAGE)])
+    blocks = [padded[j * block : (j + 1) * block] for j in range(n)]
+    remote = [r for r in a2a.rounds if r.shift != 0]
+    sent = []
+    for j in range(n):
+        send = np.full(n * length, GARBAGE)
+        for r in remote:
+            piece = blocks[j][r.src[j] : r.src[j] + length]
+            assert len(piece) == length
+            t = j - r.shift
+            slot = t if 0 <= t < n and r.dst[t] >= 0 else j
+            send[slot * length : (slot + 1) * length] = piece
+        sent.append(send)
+    received = np.concatenate([s[i * length : (i + 1) * length] for s in sent])
+
+    def taken(r: Round) -> np.ndarray:
+        chunk = i + r.shift if r.dst[i] >= 0 else i
+        return received[chunk * length : (chunk + 1) * length]
+
+    ex = plan_exchange(plan)
+    if ex.uniform:  # static pieces concatenated, as for permutes
+        parts = []
+        covered = 0
+        for r, moved in zip(ex.rounds, a2a.rounds, strict=True):
+            at = r.dst[r.targets[0]]
+            source = r.targets[0] + r.shift
+            parts.append(np.full(at - covered, PAD))
+            if r.shift == 0:
+                parts.append(blocks[i][r.src[i] : r.src[i] + r.length])
+            else:
+                inside = r.src[source] - moved.src[source]
+                assert all(
+                    r.src[k + r.shift] - moved.src[k + r.shift] == inside
+                    for k in r.targets
+                )
+                parts.append(taken(moved)[inside : inside + r.length])
+            covered = at + r.length
+        parts.append(np.full(plan.length - covered, PAD))
+        got = np.concatenate(parts)
+    else:
+        buf = np.full(plan.length + 2 * a2a.margin, PAD)
+        for r in a2a.rounds:
+            if r.shift == 0:
+                piece = blocks[i][r.src[i] : r.src[i] + r.length]
+            else:
+                piece = taken(r)
+            assert len(piece) == r.length
+            put = max(r.dst[i], 0)
+            assert put + len(piece) <= len(buf)
+            if r.dst[i] < 0:
+                assert put + len(piece) <= a2a.margin  # junk stays in the margin
+            buf[put : put + len(piece)] = piece
+        got = buf[a2a.margin : a2a.margin + plan.length]
+    assert len(got) == plan.length
+    position = plan.first(i) + np.arange(plan.length)
+    return np.where((position >= 0) & (position < plan.size), got, PAD)
+
+
 def _check_output_parallel(w: Window, n: int) -> bool:
     plan = output_parallel(w, n)
     if plan is None:
@@ -96,15 +167,21 @@ def _check_output_parallel(w: Window, n: int) -> bool:
     x = np.arange(w.size, dtype=float) + 1.0
     want = _windows(x, w.window, w.stride, w.low, w.high, w.base, w.dilation)
     ex = plan_exchange(plan)
+    a2a = plan_all_to_all(plan)
     m = -(-w.out_size // n)
     for i in range(n):
-        local = _build_window(x, plan, ex, i)
-        got = _windows(
-            local, w.window, w.stride, plan.low, plan.high, w.base, w.dilation
-        )
-        assert len(got) == m
-        valid = want[i * m : (i + 1) * m]  # the last blocks' extras are padding
-        np.testing.assert_array_equal(got[: len(valid)], valid, err_msg=f"block {i}")
+        locals_ = [_build_window(x, plan, ex, i)]
+        if a2a is not None:  # the same window by one all-to-all
+            locals_.append(_a2a_window(x, plan, a2a, i))
+        for local in locals_:
+            got = _windows(
+                local, w.window, w.stride, plan.low, plan.high, w.base, w.dilation
+            )
+            assert len(got) == m
+            valid = want[i * m : (i + 1) * m]  # the last blocks' extras: padding
+            np.testing.assert_array_equal(
+                got[: len(valid)], valid, err_msg=f"block {i}"
+            )
     return True
 
 
@@ -245,39 +322,85 @@ def test_select_and_scatter_blocks_take_every_window_touching_them(
         np.testing.assert_array_equal(mine[: len(valid)], valid, err_msg=f"block {i}")
 
 
-def test_a_gather_must_beat_the_exchange_by_more_than_the_models_error() -> None:
-    """One all-gather of the dim is taken over exchanging the window's pieces
-    only when it is estimated more than NEAR faster; within that the exchange
-    (fewer bytes, no whole copy) is taken, and each way's estimate is kept."""
+def test_a_way_sending_more_bytes_must_beat_the_other_by_more_than_near() -> None:
+    """Permutes (fewest bytes) against one all-gather of the dim; where the
+    gather wins by more than NEAR, one all-to-all of the same pieces
+    against the gather. A way that sends more bytes is taken only when it
+    is estimated more than NEAR faster; the other way's estimate is kept."""
     from meshjit.passes.partitioner.cost import CostModel
-    from meshjit.passes.partitioner.halo import NEAR, choose_exchange
+    from meshjit.passes.partitioner.halo import (
+        ALL_TO_ALL,
+        GATHER,
+        NEAR,
+        PERMUTE,
+        choose_exchange,
+    )
 
     # a 3x3 window, stride 1, padding 1 on 64 rows over 4 blocks: two
-    # one-row halos (two permutes) against one gather of three blocks
+    # one-row halos (two permutes, or one all-to-all of one-row chunks)
+    # against one gather of three blocks
     plan = output_parallel(Window(64, 3, 1, 1, 1), 4)
     assert plan is not None
-    model = CostModel(latency=1e-4, bandwidth=1e9, flops=1e12, memory_bandwidth=1e12)
+    a2a = plan_all_to_all(plan)
+    assert a2a is not None
+    assert a2a.length == 1
 
-    def estimates(row_bytes: int) -> tuple[float, float]:
-        permute = 2 * model.collective_seconds("collective-permute", row_bytes, 2)
+    def estimates(model: CostModel, row_bytes: int) -> tuple[float, float, float]:
+        permute = 2 * model.collective_seconds(PERMUTE, row_bytes, 2)
         permute += model.compute_seconds(0, 2 * plan.length * row_bytes)
-        gather = model.collective_seconds("all-gather", 48 * row_bytes, 4)
+        all_to_all = model.collective_seconds(ALL_TO_ALL, 3 * row_bytes, 4)
+        all_to_all += model.compute_seconds(0, 2 * (plan.length + 4) * row_bytes)
+        gather = model.collective_seconds(GATHER, 48 * row_bytes, 4)
         gather += model.compute_seconds(0, 2 * 64 * row_bytes)
-        return gather, permute
+        return permute, all_to_all, gather
 
-    for row_bytes in (64, 2048, 4096, 8192, 65536):
-        gather, permute = estimates(row_bytes)
-        choice = choose_exchange(plan, row_bytes, model)
-        assert choice.by_gather == (gather < permute * (1 - NEAR)), row_bytes
-        taken, other = (gather, permute) if choice.by_gather else (permute, gather)
-        assert (choice.seconds, choice.other_seconds) == pytest.approx((taken, other))
-    # a size where the gather is faster, but by less than NEAR: not taken
-    near = [
-        b
-        for b in range(1024, 65536, 256)
-        if 0 < estimates(b)[1] - estimates(b)[0] < NEAR * estimates(b)[1]
-    ]
+    seen = set()
+    for a2a_latency in (1e-4, 1e-3):
+        model = CostModel(
+            latency=1e-4,
+            bandwidth=1e9,
+            flops=1e12,
+            memory_bandwidth=1e12,
+            kind_latency=((ALL_TO_ALL, a2a_latency),),
+        )
+        for row_bytes in (64, 2048, 4096, 8192, 65536, 1 << 20):
+            permute, all_to_all, gather = estimates(model, row_bytes)
+            fewer = (permute, PERMUTE)
+            if gather < permute * (1 - NEAR) and all_to_all < permute * (1 - NEAR):
+                fewer = (all_to_all, ALL_TO_ALL)
+            more = (gather, GATHER)
+            best, other = (
+                (more, fewer)
+                if gather < fewer[0] * (1 - NEAR)
+                else (
+                    fewer,
+                    more,
+                )
+            )
+            choice = choose_exchange(plan, row_bytes, model)
+            assert (choice.way, choice.other) == (best[1], other[1]), row_bytes
+            assert (choice.seconds, choice.other_seconds) == pytest.approx(
+                (best[0], other[0])
+            )
+            seen.add(choice.way)
+    assert seen == {ALL_TO_ALL, GATHER, PERMUTE}
+    # a size where the gather is faster than the permutes, but by less than
+    # NEAR: not taken (nor the all-to-all, which stands in for a gather only)
+    model = CostModel(latency=1e-4, bandwidth=1e9, flops=1e12, memory_bandwidth=1e12)
+    near = []
+    for b in range(1024, 65536, 256):
+        permute, _, gather = estimates(model, b)
+        if 0 < permute - gather < NEAR * permute:
+            near.append(b)
     assert near, "no size lands within NEAR"
     choice = choose_exchange(plan, near[0], model)
-    assert not choice.by_gather
+    assert (choice.way, choice.other) == (PERMUTE, GATHER)
     assert choice.other_seconds < choice.seconds
+
+
+def test_one_remote_round_is_never_an_all_to_all() -> None:
+    # a causal window (one halo, from the left): a permute is one launch too
+    plan = output_parallel(Window(64, 3, 1, 2, 0), 4)
+    assert plan is not None
+    assert plan_exchange(plan).remote_rounds == 1
+    assert plan_all_to_all(plan) is None
