@@ -19,7 +19,9 @@ between source and target block, each moving one piece of the same length
 to every target that needs one. Where every target's pieces have the same
 offsets (`step == block`: the halo exchange of a stride-matched window), the
 pieces are static slices concatenated in order; otherwise they are cut at
-per-device offsets and written into a buffer at per-device offsets.
+per-device offsets and written into a buffer at per-device offsets. The
+same pieces can instead come from one all-gather of what every block sends
+(`edges_offsets`); `choose_exchange` weighs the ways.
 """
 
 from __future__ import annotations
@@ -206,63 +208,19 @@ def plan_exchange(plan: WindowPlan) -> Exchange:
     return Exchange(tuple(rounds), uniform, 0 if uniform else margin)
 
 
-@dataclass(frozen=True, slots=True)
-class AllToAllExchange:
-    """An exchange's remote rounds carried by one all-to-all: every source
-    sends every target of the group a chunk of `length` (the longest remote
-    piece; a target that takes nothing from a source gets a chunk it writes
-    into the margin), so one collective replaces the rounds' permutes. The
-    rounds keep their shifts and targets; remote pieces are `length` long,
-    cut at `src` (moved back inside the block where a longer piece would run
-    past its end) and written at `dst` of a buffer with `margin` positions
-    on each side of the window (the local round too)."""
-
-    length: int
-    margin: int
-    rounds: tuple[Round, ...]
-
-    def moved_elements(self, n: int) -> int:
-        """Elements one device sends along the dim: a chunk to every other
-        member of the group."""
-        return (n - 1) * self.length
-
-
-@functools.lru_cache(maxsize=4096)
-def plan_all_to_all(plan: WindowPlan) -> AllToAllExchange | None:
-    """The exchange of `plan` with its remote rounds as one all-to-all, or
-    None where that saves no collective (fewer than two remote rounds)."""
-    ex = plan_exchange(plan)
-    remote = [r for r in ex.rounds if r.shift != 0]
-    if len(remote) < 2:
-        return None
-    block = plan.block
-    length = max(r.length for r in remote)
-    placed = []  # (shift, piece, src, window position per target or None)
+def edges_offsets(ex: Exchange) -> tuple[int, ...]:
+    """Where each remote round's piece starts in what every block
+    contributes to a gather of the pieces (the remote rounds' pieces
+    concatenated in round order); -1 for the local round."""
+    out = []
+    at = 0
     for r in ex.rounds:
-        piece = r.length if r.shift == 0 else length
-        src = list(r.src)
-        where: list[int | None] = [None] * plan.n
-        for i in r.targets:
-            j = i + r.shift
-            cut = min(r.src[j], block - piece)  # inside block j
-            src[j] = cut
-            where[i] = r.dst[i] - ex.margin - (r.src[j] - cut)
-        placed.append((r.shift, piece, src, where))
-    # The margin holds what falls outside the window: the ends of pieces
-    # longer than needed, and the pieces of targets that take none in a
-    # round (written at the buffer's start).
-    margin = 0
-    for _, piece, _, where in placed:
-        for w in where:
-            if w is None:
-                margin = max(margin, piece)
-            else:
-                margin = max(margin, -w, w + piece - plan.length)
-    rounds = []
-    for shift, piece, src, where in placed:
-        dst = tuple(-1 if w is None else w + margin for w in where)
-        rounds.append(Round(shift, piece, tuple(src), dst))
-    return AllToAllExchange(length, margin, tuple(rounds))
+        if r.shift == 0:
+            out.append(-1)
+            continue
+        out.append(at)
+        at += r.length
+    return tuple(out)
 
 
 # Within this fraction of the exchange's estimate a gather is not taken: the
@@ -270,12 +228,11 @@ def plan_all_to_all(plan: WindowPlan) -> AllToAllExchange | None:
 # that), and the exchange sends fewer bytes and holds no whole copy of the
 # operand. (On a ResNet stem and pool with the height split 4 ways, a gather
 # estimated 1.5% faster measured the same step as the exchange, with 3.3x
-# the bytes and 1.8x XLA's temporaries.) Likewise an all-to-all must beat
-# the permutes by this much: they send fewer bytes.
+# the bytes and 1.8x XLA's temporaries.)
 NEAR = 0.05
 
 PERMUTE = "collective-permute"
-ALL_TO_ALL = "all-to-all"
+EDGES = "all-gather of the pieces"
 GATHER = "all-gather"
 
 
@@ -284,7 +241,7 @@ class WindowChoice:
     """How a window is brought to every block, and what the cost model says
     of it and of the best other way."""
 
-    way: str  # PERMUTE (a round each), ALL_TO_ALL (one), GATHER (the dim)
+    way: str  # PERMUTE (a round each), EDGES (one gather), GATHER (the dim)
     seconds: float
     nbytes: int  # sent per device
     other_seconds: float  # the best way not taken
@@ -296,27 +253,28 @@ class WindowChoice:
 
 
 def choose_exchange(
-    plan: WindowPlan, inner_bytes: int, cost: CostModel, all_to_all: bool = True
+    plan: WindowPlan, inner_bytes: int, cost: CostModel, edges: bool = True
 ) -> WindowChoice:
     """Pieces by collective-permutes, or one all-gather of the dim and a
     local slice, whichever the cost model estimates faster (the gather by
-    more than NEAR: it sends more bytes); where the gather wins, the same
-    pieces by one all-to-all where that beats the permutes, unless the
-    gather is estimated more than NEAR faster than it too. `inner_bytes`:
-    bytes of one position along the dim (the product of the other local
-    dims). `all_to_all=False`: permutes or the gather only (data movement
-    asks whether its windows would be cut from a whole copy, which its
-    later uses can slice again).
+    more than NEAR: it sends more bytes). Where the gather wins, one
+    all-gather of the pieces stands in for it when that sends fewer bytes
+    (every block contributes the pieces it sends in the remote rounds, and
+    takes its own from its sources' contributions), unless the gather is
+    estimated more than NEAR faster than that too. `inner_bytes`: bytes of
+    one position along the dim (the product of the other local dims).
+    `edges=False`: permutes or the gather only (data movement asks whether
+    its windows would be cut from a whole copy, which its later uses can
+    slice again).
 
-    The all-to-all stands in for the gather only, not for the permutes: on
-    the ResNet forward over batch x height (2, 4), one all-to-all in place
-    of the stem's two halo permutes (estimated 186 against 330 us) measured
-    no faster (steps of 7.25 against 7.19 ms, 8.11 against 8.25 ms in a
-    second run) with 1.8x their bytes, where in place of a 3x3/2
-    convolution's gather it sent 0.25x the gather's bytes in the same
-    time."""
+    The gather of the pieces stands in for the gather of the dim, not for
+    permutes the cost model prefers: one launch instead of two halo
+    permutes is the same saving an all-to-all of the pieces offered, and on
+    the ResNet stem (batch x height (2, 4)) that measured no faster (steps
+    of 7.25 against 7.19 ms, 8.11 against 8.25 ms in a second run) with
+    1.8x the permutes' bytes."""
     ex = plan_exchange(plan)
-    permute_bytes = ex.moved_elements() * inner_bytes
+    moved = ex.moved_elements()
     permute = sum(
         cost.collective_seconds(PERMUTE, r.length * inner_bytes, 2)
         for r in ex.rounds
@@ -328,17 +286,15 @@ def choose_exchange(
     gather_bytes = (plan.n - 1) * plan.block * inner_bytes
     gather = cost.collective_seconds(GATHER, gather_bytes, plan.n)
     gather += cost.compute_seconds(0, 2 * plan.size * inner_bytes)
-    fewer = (permute, PERMUTE, permute_bytes)
+    fewer = (permute, PERMUTE, moved * inner_bytes)
     more = (gather, GATHER, gather_bytes)
-    a2a = plan_all_to_all(plan) if all_to_all else None
-    if gather < permute * (1 - NEAR) and a2a is not None:
-        a2a_bytes = a2a.moved_elements(plan.n) * inner_bytes
-        seconds = cost.collective_seconds(ALL_TO_ALL, a2a_bytes, plan.n)
-        # the chunks into the send buffer and out of the received one too
-        copies = 2 * (plan.length + plan.n * a2a.length) * inner_bytes
+    if edges and gather < permute * (1 - NEAR) and 0 < moved < plan.block:
+        edge_bytes = (plan.n - 1) * moved * inner_bytes
+        seconds = cost.collective_seconds(GATHER, edge_bytes, plan.n)
+        # the pieces into the contribution, the window out of the gathered
+        copies = 2 * (plan.length + plan.n * moved) * inner_bytes
         seconds += cost.compute_seconds(0, copies)
-        if seconds < permute * (1 - NEAR):
-            fewer = (seconds, ALL_TO_ALL, a2a_bytes)
+        fewer = (seconds, EDGES, edge_bytes)
     # (where a gather is refused for memory, `other` is the way taken)
     best, other = (more, fewer) if gather < fewer[0] * (1 - NEAR) else (fewer, more)
     return WindowChoice(best[1], best[0], best[2], other[0], other[1])

@@ -5,7 +5,8 @@ Every block of a windowed op's output reads one window of the input
 (`halo.py` has the arithmetic). `gather_window` brings that window to each
 device from the blocks of the input: by collective-permutes of the pieces
 it needs (a halo exchange when windows follow the blocks), or by one
-all-gather and a local slice where the cost model says that is cheaper.
+all-gather and a local slice where the cost model says that is cheaper
+(of the pieces alone where they are shorter than a block).
 """
 
 from __future__ import annotations
@@ -33,18 +34,17 @@ from meshjit.passes.partitioner.factors import (
     operand_layouts,
 )
 from meshjit.passes.partitioner.halo import (
-    ALL_TO_ALL,
+    EDGES,
     GATHER,
     NEAR,
-    AllToAllExchange,
     Exchange,
     Round,
     Window,
     WindowChoice,
     WindowPlan,
     choose_exchange,
+    edges_offsets,
     output_parallel,
-    plan_all_to_all,
     plan_exchange,
 )
 from meshjit.passes.partitioner.layouts import span
@@ -130,17 +130,26 @@ def gather_window(
         return _cut_window(
             ctx, _gathered(ctx, node, lop, k, dim, axes, first), dim, axes, plan, pad
         )
+    elif exchange == EDGES:
+        ctx.remark(
+            node.loc,
+            f"{reason}: one all-gather of the window's pieces (estimated "
+            f"{choice.seconds * 1e6:.1f} us) rather than of the dim "
+            f"({choice.other_seconds * 1e6:.1f} us), which the cost model "
+            "prefers to a permute per piece",
+        )
     ex = plan_exchange(plan)
-    a2a = plan_all_to_all(plan) if exchange == ALL_TO_ALL else None
-    # Blocks that receive nothing in a permute get zeros; in an all-to-all,
-    # another block's piece: masked below in either case.
-    junk = a2a is not None and ex.uniform
-    if a2a is not None:
-        window = _window_by_all_to_all(ctx, x, dim, axes, plan, ex, a2a, pad, why)
-    elif ex.uniform:
-        window = _window_by_pieces(ctx, x, dim, axes, plan, ex, pad, why)
+    if exchange == EDGES:
+        fetch = _fetch_from_edges(ctx, x, dim, axes, plan, ex, why)
     else:
-        window = _window_into_buffer(ctx, x, dim, axes, plan, ex, pad, why)
+        fetch = _fetch_by_permute(ctx, x, dim, axes, ex, why)
+    if ex.uniform:
+        window = _window_by_pieces(ctx, x, dim, plan, ex, pad, fetch)
+    else:
+        window = _window_into_buffer(ctx, x, dim, axes, plan, ex, pad, fetch)
+    # Blocks that take no piece in a round get zeros from a permute, another
+    # block's piece from the gathered pieces: masked below in either case.
+    junk = exchange == EDGES and ex.uniform
     # Past the end of the input a window holds zeros (nothing received) or
     # the garbage of an uneven split's last block: set it to the padding.
     uneven = plan.size % plan.n != 0
@@ -205,7 +214,7 @@ def whole_where_gathered(
             local = ctx.local_shape(v.shape, wants[k])
             inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
             row = inner * itemsize(v.dtype)
-            if not choose_exchange(plan, row, ctx.cost, all_to_all=False).by_gather:
+            if not choose_exchange(plan, row, ctx.cost, edges=False).by_gather:
                 gathered = False
         if gathered and ctx.memory is not None:
             refused = ctx.hold_or_refuse(
@@ -286,97 +295,95 @@ def window_choice(
 
 
 def _way_text(way: str) -> str:
-    if way == ALL_TO_ALL:
-        return "exchanging the window's pieces by one all-to-all"
+    if way == EDGES:
+        return "one all-gather of the window's pieces"
     if way == GATHER:
         return "one all-gather of the dim"
     return "exchanging the window's pieces"
 
 
-def _window_by_all_to_all(
+Fetch = Callable[[Round], Val]
+
+
+def _fetch_by_permute(
+    ctx: PartitionCtx, x: Val, dim: int, axes: DimAxes, ex: Exchange, why: Why
+) -> Fetch:
+    """A remote round's piece for this device: cut by its source (at the
+    source's offset) and moved by one collective-permute."""
+    blocks = ctx.block_of_position(axes)
+
+    def fetch(r: Round) -> Val:
+        piece = _cut(ctx, x, dim, _sources_cut(ex, r, blocks), r.length)
+        _record_round(ctx, x, dim, axes, r.length, r.shift, why)
+        return ctx.b.collective_permute(piece, _pairs(ctx, axes, r.shift, r.targets))
+
+    return fetch
+
+
+def _fetch_from_edges(
     ctx: PartitionCtx,
     x: Val,
     dim: int,
     axes: DimAxes,
     plan: WindowPlan,
     ex: Exchange,
-    a2a: AllToAllExchange,
-    pad: Val | None,
     why: Why,
-) -> Val:
-    """The remote pieces of every round in one all-to-all: each device puts
-    the piece it sends in a round into the chunk of that round's target (a
-    piece no one takes into its own chunk, which no round reads), and takes
-    each round's piece from its source's chunk. Static pieces (`ex.uniform`)
-    are concatenated as `_window_by_pieces` does, a block without a piece
-    taking another's (the caller masks it); otherwise they are written into
-    a buffer of `pad` at per-device offsets, as `_window_into_buffer` does."""
+) -> Fetch:
+    """Every block contributes the pieces it sends in the remote rounds
+    (concatenated in round order) to one all-gather; a round's piece for
+    this device is cut from its source's contribution (a block that takes
+    none in the round cuts its own: the caller masks or discards it)."""
     b = ctx.b
     blocks = ctx.block_of_position(axes)
-    n, length = plan.n, a2a.length
-    shape = list(x.ty.shape or ())
-    zero = ctx.const_i32(0)
-
-    def at(offset: Val) -> list[Val]:
-        return [offset if d == dim else zero for d in range(len(shape))]
-
-    def sized(along: int) -> list[int]:
-        return [along if d == dim else s for d, s in enumerate(shape)]
-
-    send = b.zeros(x.ty.with_shape(sized(n * length)))
-    remote = [r for r in a2a.rounds if r.shift != 0]
-    for r in remote:
-        cut_at = ctx.per_position([r.src[j] for j in blocks])
-        piece = b.dynamic_slice(x, at(cut_at), sized(length))
-        chunk = []
-        for j in blocks:
-            i = j - r.shift  # the target of source j in this round
-            chunk.append(i if 0 <= i < n and r.dst[i] >= 0 else j)
-        slot = ctx.per_position([c * length for c in chunk])
-        send = b.dynamic_update_slice(send, piece, at(slot))
-    nbytes = (n - 1) * length * math.prod(sized(1)) * itemsize(x.ty.dtype)
+    offsets = edges_offsets(ex)
+    remote = [r for r in ex.rounds if r.shift != 0]
+    parts = [_cut(ctx, x, dim, _sources_cut(ex, r, blocks), r.length) for r in remote]
+    mine = parts[0] if len(parts) == 1 else b.concatenate(parts, dim)
+    total = ex.moved_elements()
+    shape = list(mine.ty.shape or ())
+    nbytes = (plan.n - 1) * math.prod(shape) * itemsize(x.ty.dtype)
     op, loc, reason = why
     shifts = ", ".join(f"{r.shift:+d}" for r in remote)
     ctx.record(
-        ALL_TO_ALL,
+        GATHER,
         axes,
         nbytes,
-        (op, loc, f"{reason}: {length} along dim {dim} from blocks {shifts}"),
+        (op, loc, f"{reason}: {total} along dim {dim}, the pieces for blocks {shifts}"),
     )
-    received = b.all_to_all(send, dim, dim, n, ctx.groups(axes), send.ty)
+    shape[dim] *= plan.n
+    edges = b.all_gather(mine, dim, ctx.groups(axes), mine.ty.with_shape(shape))
+    at = {r.shift: off for r, off in zip(ex.rounds, offsets, strict=True)}
 
-    def taken(r: Round) -> Val:
-        source = [(i + r.shift if r.dst[i] >= 0 else i) * length for i in blocks]
-        return b.dynamic_slice(received, at(ctx.per_position(source)), sized(length))
+    def fetch(r: Round) -> Val:
+        source = [(i + r.shift if r.dst[i] >= 0 else i) for i in blocks]
+        return _cut(
+            ctx, edges, dim, [j * total + at[r.shift] for j in source], r.length
+        )
 
+    return fetch
+
+
+def _sources_cut(ex: Exchange, r: Round, blocks: Sequence[int]) -> list[int]:
+    """Where each device cuts what it sends in round `r` (static pieces: the
+    same offset on every device, those that send nothing included)."""
     if ex.uniform:
-        parts = []
-        covered = 0  # window positions the parts so far cover
-        for r, moved in zip(ex.rounds, a2a.rounds, strict=True):
-            target = r.targets[0]
-            source = target + r.shift
-            if r.dst[target] > covered:  # before every block: the op's padding
-                parts.append(_filled(ctx, x, dim, r.dst[target] - covered, pad))
-            if r.shift == 0:
-                piece = b.slice_dim(x, dim, r.src[source], r.length)
-            else:  # the piece, inside the longer chunk it came in
-                inside = r.src[source] - moved.src[source]
-                piece = b.slice_dim(taken(moved), dim, inside, r.length)
-            parts.append(piece)
-            covered = r.dst[target] + r.length
-        if covered < plan.length:
-            parts.append(_filled(ctx, x, dim, plan.length - covered, pad))
-        return b.concatenate(parts, dim)
-    buffer = _fill(ctx, x.ty.with_shape(sized(plan.length + 2 * a2a.margin)), pad)
-    for r in a2a.rounds:
-        if r.shift == 0:
-            cut_at = ctx.per_position([r.src[j] for j in blocks])
-            piece = b.dynamic_slice(x, at(cut_at), sized(r.length))
-        else:
-            piece = taken(r)
-        put_at = ctx.per_position([max(r.dst[i], 0) for i in blocks])
-        buffer = b.dynamic_update_slice(buffer, piece, at(put_at))
-    return b.slice_dim(buffer, dim, a2a.margin, plan.length)
+        return [r.src[r.targets[0] + r.shift]] * len(blocks)
+    return [r.src[j] for j in blocks]
+
+
+def _cut(
+    ctx: PartitionCtx, x: Val, dim: int, starts: Sequence[int], length: int
+) -> Val:
+    """`length` positions of `x` along `dim` from `starts[p]` on the device
+    at mesh position p (a static slice where every device cuts the same)."""
+    if len(set(starts)) == 1:
+        return ctx.b.slice_dim(x, dim, starts[0], length)
+    shape = list(x.ty.shape or ())
+    zero = ctx.const_i32(0)
+    offset = ctx.per_position(list(starts))
+    at = [offset if d == dim else zero for d in range(len(shape))]
+    shape[dim] = length
+    return ctx.b.dynamic_slice(x, at, shape)
 
 
 def _record_round(
@@ -417,11 +424,10 @@ def _window_by_pieces(
     ctx: PartitionCtx,
     x: Val,
     dim: int,
-    axes: DimAxes,
     plan: WindowPlan,
     ex: Exchange,
     pad: Val | None,
-    why: Why,
+    fetch: Fetch,
 ) -> Val:
     """Static pieces concatenated: the classic halo exchange. Blocks whose
     window reaches outside the value receive zeros there (the caller masks
@@ -434,11 +440,10 @@ def _window_by_pieces(
         source = target + r.shift
         if r.dst[target] > covered:  # before every block: the op's padding
             parts.append(_filled(ctx, x, dim, r.dst[target] - covered, pad))
-        piece = b.slice_dim(x, dim, r.src[source], r.length)
-        if r.shift != 0:
-            _record_round(ctx, x, dim, axes, r.length, r.shift, why)
-            piece = b.collective_permute(piece, _pairs(ctx, axes, r.shift, r.targets))
-        parts.append(piece)
+        if r.shift == 0:
+            parts.append(b.slice_dim(x, dim, r.src[source], r.length))
+        else:
+            parts.append(fetch(r))
         covered = r.dst[target] + r.length
     if covered < plan.length:
         parts.append(_filled(ctx, x, dim, plan.length - covered, pad))
@@ -484,7 +489,7 @@ def _window_into_buffer(
     plan: WindowPlan,
     ex: Exchange,
     pad: Val | None,
-    why: Why,
+    fetch: Fetch,
 ) -> Val:
     """Pieces cut at per-device offsets and written at per-device offsets
     into a buffer of `pad` with a margin on both sides (a target without a
@@ -497,14 +502,10 @@ def _window_into_buffer(
     buffer = _fill(ctx, x.ty.with_shape(full), pad)
     zero = ctx.const_i32(0)
     for r in ex.rounds:
-        cut_at = ctx.per_position([r.src[j] for j in blocks])
-        starts = [cut_at if d == dim else zero for d in range(len(shape))]
-        piece_shape = list(shape)
-        piece_shape[dim] = r.length
-        piece = b.dynamic_slice(x, starts, piece_shape)
-        if r.shift != 0:
-            _record_round(ctx, x, dim, axes, r.length, r.shift, why)
-            piece = b.collective_permute(piece, _pairs(ctx, axes, r.shift, r.targets))
+        if r.shift == 0:
+            piece = _cut(ctx, x, dim, [r.src[j] for j in blocks], r.length)
+        else:
+            piece = fetch(r)
         put_at = ctx.per_position([max(r.dst[i], 0) for i in blocks])
         starts = [put_at if d == dim else zero for d in range(len(shape))]
         buffer = b.dynamic_update_slice(buffer, piece, starts)

@@ -1,14 +1,14 @@
 // Under partition{memory-limit=...} a gather of a whole dim that the cost
 // model prefers is taken only while the live values stay under the limit;
 // otherwise the window's pieces are exchanged, and a remark says why.
-// (With the CPU's costs one all-to-all of the halos stands in for the gather;
-// Inputs/dear_all_to_all.json makes all-to-alls dear, so that the gather is
-// what the cost model prefers here.)
-// RUN: %opt %s -p 'partition{cost=%S/Inputs/dear_all_to_all.json}' --split-input-file --collectives 2>&1 >/dev/null | filecheck %s --check-prefix=FREE
-// RUN: %opt %s -p 'partition{cost=%S/Inputs/dear_all_to_all.json memory-limit=7KiB}' --split-input-file --collectives 2>&1 >/dev/null | filecheck %s
-// RUN: %opt %s -p 'partition{cost=%S/Inputs/dear_all_to_all.json memory-limit=7KiB}' --split-input-file 2>/dev/null | filecheck %s --check-prefix=IR
-// RUN: not %opt %s -p 'partition{cost=%S/Inputs/dear_all_to_all.json memory-limit=1KiB}' --split-input-file 2>&1 | filecheck %s --check-prefix=ERR
-// RUN: not %opt %s -p 'partition{cost=%S/Inputs/dear_all_to_all.json memory-limit=lots}' --split-input-file 2>&1 | filecheck %s --check-prefix=BAD
+// (A 3x3 window dilated 3 along the split height: halos of 3 rows on each
+// side of 4-row blocks, so a gather of the pieces would send what the gather
+// of the dim sends.)
+// RUN: %opt %s -p partition --split-input-file --collectives 2>&1 >/dev/null | filecheck %s --check-prefix=FREE
+// RUN: %opt %s -p 'partition{memory-limit=7KiB}' --split-input-file --collectives 2>&1 >/dev/null | filecheck %s
+// RUN: %opt %s -p 'partition{memory-limit=7KiB}' --split-input-file 2>/dev/null | filecheck %s --check-prefix=IR
+// RUN: not %opt %s -p 'partition{memory-limit=1KiB}' --split-input-file 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: not %opt %s -p 'partition{memory-limit=lots}' --split-input-file 2>&1 | filecheck %s --check-prefix=BAD
 
 // BAD: memory_limit.mlir:1:1: error: partition: memory-limit 'lots' is not a size; write bytes, optionally with a unit: 512MiB, 2GB, 1e9
 
@@ -20,27 +20,29 @@ func.func public @conv(%x: tensor<2x16x8x4xf32> {sdy.sharding = #sdy.sharding<@m
   // CHECK: memory_limit.mlir:[[# @LINE + 3]]:8: remark: operand 0 window along dim 1: exchanging the window's pieces (estimated {{.*}} us) rather than one all-gather of the dim ({{.*}} us): the gathered copy (4.00 KiB) would take the live values to 8.12 KiB per device, above memory-limit 7.00 KiB
   // CHECK: memory_limit.mlir:[[# @LINE + 2]]:8: remark: estimated peak of live values per device: 4.12 KiB (memory-limit 7.00 KiB)
   // ERR: memory_limit.mlir:[[# @LINE + 1]]:8: error: partition: the values live at this op take an estimated 4.12 KiB per device as laid out (each from the op that makes it to its last use), above memory-limit 1.00 KiB; split more of them over the mesh or raise the limit
-  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}, {}]>]>} : (tensor<2x16x8x4xf32>, tensor<3x3x4x8xf32>) -> tensor<2x16x8x8xf32>
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[3, 3], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [3, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}, {}]>]>} : (tensor<2x16x8x4xf32>, tensor<3x3x4x8xf32>) -> tensor<2x16x8x8xf32>
   return %0 : tensor<2x16x8x8xf32>
 }
 // FREE: collectives inserted by partition
 // FREE-NEXT: all-gather {{ +}}axes {"x"} {{ +}}3072 B
 // FREE-NEXT: total: 1 collectives
 // CHECK: collectives inserted by partition
-// CHECK-NEXT: collective-permute axes {"x"} {{ +}}256 B {{.*}} from block -1
-// CHECK-NEXT: collective-permute axes {"x"} {{ +}}256 B {{.*}} from block +1
-// CHECK-NEXT: total: 2 collectives (collective-permute x2), 512 B per device
+// CHECK-NEXT: collective-permute axes {"x"} {{ +}}768 B {{.*}} 3 along dim 1 from block -1
+// CHECK-NEXT: collective-permute axes {"x"} {{ +}}768 B {{.*}} 3 along dim 1 from block +1
+// CHECK-NEXT: total: 2 collectives (collective-permute x2), 1536 B per device
 
 // -----
 
 // A rotation by one row: the second slice would run whole on a gathered copy
 // of x (8 KiB) and its whole result (0.5 KiB); under the limit it stays
-// split, and each device receives the rows its block needs.
+// split, and the rows its blocks need (row 0 for every block) come in one
+// all-gather of the pieces (3 rows from every device rather than its block
+// of 4), no gather of x.
 sdy.mesh @mesh = <["x"=4]>
 func.func public @roll(%x: tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
   %0 = stablehlo.slice %x [1:16, 0:128] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x128xf32>) -> tensor<15x128xf32>
   // CHECK: memory_limit.mlir:[[# @LINE + 2]]:8: remark: stablehlo.slice stays split along its dim 0 rather than running whole on gathered copies: the gathered copy (10.00 KiB) would take the live values to 14.50 KiB per device, above memory-limit 7.00 KiB
-  // CHECK: memory_limit.mlir:[[# @LINE + 1]]:8: remark: operand 0 window along dim 0: exchanging the window's pieces {{.*}}: the gathered copy (8.00 KiB) would take the live values to 12.50 KiB per device, above memory-limit 7.00 KiB
+  // CHECK: memory_limit.mlir:[[# @LINE + 1]]:8: remark: operand 0 window along dim 0: one all-gather of the window's pieces (estimated {{.*}} us) rather than of the dim ({{.*}} us), which the cost model prefers to a permute per piece
   %1 = stablehlo.slice %x [0:1, 0:128] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x128xf32>) -> tensor<1x128xf32>
   // ERR: memory_limit.mlir:[[# @LINE + 1]]:8: error: partition: the values live at this op take an estimated 6.50 KiB per device
   %2 = stablehlo.concatenate %0, %1, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<15x128xf32>, tensor<1x128xf32>) -> tensor<16x128xf32>
@@ -48,7 +50,9 @@ func.func public @roll(%x: tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mes
 }
 // FREE: all-gather {{ +}}axes {"x"} {{ +}}6144 B {{.*}} stablehlo.slice
 // CHECK: collectives inserted by partition
-// CHECK-NOT: all-gather {{.*}} stablehlo.slice
+// CHECK-NOT: all-gather {{.*}} stablehlo.slice {{.*}} -> [{}, {}]
+// CHECK: all-gather {{ +}}axes {"x"} {{ +}}4608 B {{.*}} stablehlo.slice at {{.*}}: operand 0 window along dim 0: 3 along dim 0, the pieces for blocks -3, -2, -1
+// CHECK-NOT: all-gather {{.*}} stablehlo.slice {{.*}} -> [{}, {}]
 // CHECK: total:
 
 // -----

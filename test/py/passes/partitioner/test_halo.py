@@ -10,13 +10,11 @@ import numpy as np
 import pytest
 
 from meshjit.passes.partitioner.halo import (
-    AllToAllExchange,
     Exchange,
-    Round,
     Window,
     WindowPlan,
+    edges_offsets,
     output_parallel,
-    plan_all_to_all,
     plan_exchange,
     plan_window,
     window_split,
@@ -92,69 +90,64 @@ def _raw_window(x: np.ndarray, plan: WindowPlan, ex: Exchange, i: int) -> np.nda
     return buf[ex.margin : ex.margin + plan.length]
 
 
-def _a2a_window(
-    x: np.ndarray, plan: WindowPlan, a2a: AllToAllExchange, i: int
-) -> np.ndarray:
-    """Block i's window as the all-to-all exchange builds it: every block
-    fills its send chunks (a piece no one takes into its own chunk), the
-    all-to-all hands block i chunk i of every block, and block i writes the
-    rounds' pieces into its buffer (or, for static pieces, concatenates
-    them). Every cut and write must lie inside its array (the IR's dynamic
-    slices would clamp it silently)."""
-    n, block, length = plan.n, plan.block, a2a.length
+def _edges_window(x: np.ndarray, plan: WindowPlan, ex: Exchange, i: int) -> np.ndarray:
+    """Block i's window as the gather of the pieces builds it: every block
+    contributes the pieces it sends in the remote rounds, concatenated in
+    round order; block i cuts each round's piece from its source's
+    contribution (its own where it takes none) and concatenates the pieces
+    (static pieces) or writes them into its buffer. Every cut and write must
+    lie inside its array (the IR's dynamic slices would clamp it silently)."""
+    n, block = plan.n, plan.block
     padded = np.concatenate([x, np.full(block * n - len(x), GARBAGE)])
     blocks = [padded[j * block : (j + 1) * block] for j in range(n)]
-    remote = [r for r in a2a.rounds if r.shift != 0]
-    sent = []
+    remote = [r for r in ex.rounds if r.shift != 0]
+    total = ex.moved_elements()
+    contributed = []
     for j in range(n):
-        send = np.full(n * length, GARBAGE)
+        parts = []
         for r in remote:
-            piece = blocks[j][r.src[j] : r.src[j] + length]
-            assert len(piece) == length
-            t = j - r.shift
-            slot = t if 0 <= t < n and r.dst[t] >= 0 else j
-            send[slot * length : (slot + 1) * length] = piece
-        sent.append(send)
-    received = np.concatenate([s[i * length : (i + 1) * length] for s in sent])
+            at = r.src[r.targets[0] + r.shift] if ex.uniform else r.src[j]
+            parts.append(blocks[j][at : at + r.length])
+            assert len(parts[-1]) == r.length
+        contributed.append(np.concatenate(parts))
+    gathered = np.concatenate(contributed)
+    assert len(gathered) == n * total
+    offsets = edges_offsets(ex)
 
-    def taken(r: Round) -> np.ndarray:
-        chunk = i + r.shift if r.dst[i] >= 0 else i
-        return received[chunk * length : (chunk + 1) * length]
+    def taken(k: int) -> np.ndarray:
+        r = ex.rounds[k]
+        source = i + r.shift if r.dst[i] >= 0 else i
+        start = source * total + offsets[k]
+        return gathered[start : start + r.length]
 
-    ex = plan_exchange(plan)
-    if ex.uniform:  # static pieces concatenated, as for permutes
+    if ex.uniform:
         parts = []
         covered = 0
-        for r, moved in zip(ex.rounds, a2a.rounds, strict=True):
+        for k, r in enumerate(ex.rounds):
             at = r.dst[r.targets[0]]
-            source = r.targets[0] + r.shift
             parts.append(np.full(at - covered, PAD))
             if r.shift == 0:
-                parts.append(blocks[i][r.src[i] : r.src[i] + r.length])
+                source = r.targets[0]
+                parts.append(blocks[i][r.src[source] : r.src[source] + r.length])
             else:
-                inside = r.src[source] - moved.src[source]
-                assert all(
-                    r.src[k + r.shift] - moved.src[k + r.shift] == inside
-                    for k in r.targets
-                )
-                parts.append(taken(moved)[inside : inside + r.length])
+                parts.append(taken(k))
             covered = at + r.length
         parts.append(np.full(plan.length - covered, PAD))
         got = np.concatenate(parts)
     else:
-        buf = np.full(plan.length + 2 * a2a.margin, PAD)
-        for r in a2a.rounds:
+        buf = np.full(plan.length + 2 * ex.margin, PAD)
+        for k, r in enumerate(ex.rounds):
             if r.shift == 0:
                 piece = blocks[i][r.src[i] : r.src[i] + r.length]
             else:
-                piece = taken(r)
+                piece = taken(k)
             assert len(piece) == r.length
             put = max(r.dst[i], 0)
             assert put + len(piece) <= len(buf)
             if r.dst[i] < 0:
-                assert put + len(piece) <= a2a.margin  # junk stays in the margin
+                assert put + len(piece) <= ex.margin  # junk stays in the margin
             buf[put : put + len(piece)] = piece
-        got = buf[a2a.margin : a2a.margin + plan.length]
+        got = buf[ex.margin : ex.margin + plan.length]
     assert len(got) == plan.length
     position = plan.first(i) + np.arange(plan.length)
     return np.where((position >= 0) & (position < plan.size), got, PAD)
@@ -167,12 +160,11 @@ def _check_output_parallel(w: Window, n: int) -> bool:
     x = np.arange(w.size, dtype=float) + 1.0
     want = _windows(x, w.window, w.stride, w.low, w.high, w.base, w.dilation)
     ex = plan_exchange(plan)
-    a2a = plan_all_to_all(plan)
     m = -(-w.out_size // n)
     for i in range(n):
         locals_ = [_build_window(x, plan, ex, i)]
-        if a2a is not None:  # the same window by one all-to-all
-            locals_.append(_a2a_window(x, plan, a2a, i))
+        if ex.remote_rounds:  # the same window from one gather of the pieces
+            locals_.append(_edges_window(x, plan, ex, i))
         for local in locals_:
             got = _windows(
                 local, w.window, w.stride, plan.low, plan.high, w.base, w.dilation
@@ -324,12 +316,12 @@ def test_select_and_scatter_blocks_take_every_window_touching_them(
 
 def test_a_way_sending_more_bytes_must_beat_the_other_by_more_than_near() -> None:
     """Permutes (fewest bytes) against one all-gather of the dim; where the
-    gather wins by more than NEAR, one all-to-all of the same pieces
-    against the gather. A way that sends more bytes is taken only when it
-    is estimated more than NEAR faster; the other way's estimate is kept."""
+    gather wins by more than NEAR, one all-gather of the pieces against the
+    gather of the dim. A way that sends more bytes is taken only when it is
+    estimated more than NEAR faster; the other way's estimate is kept."""
     from meshjit.passes.partitioner.cost import CostModel
     from meshjit.passes.partitioner.halo import (
-        ALL_TO_ALL,
+        EDGES,
         GATHER,
         NEAR,
         PERMUTE,
@@ -337,70 +329,63 @@ def test_a_way_sending_more_bytes_must_beat_the_other_by_more_than_near() -> Non
     )
 
     # a 3x3 window, stride 1, padding 1 on 64 rows over 4 blocks: two
-    # one-row halos (two permutes, or one all-to-all of one-row chunks)
+    # one-row halos (two permutes, or one gather of the two edge rows)
     # against one gather of three blocks
     plan = output_parallel(Window(64, 3, 1, 1, 1), 4)
     assert plan is not None
-    a2a = plan_all_to_all(plan)
-    assert a2a is not None
-    assert a2a.length == 1
+    model = CostModel(latency=1e-4, bandwidth=1e9, flops=1e12, memory_bandwidth=1e12)
 
-    def estimates(model: CostModel, row_bytes: int) -> tuple[float, float, float]:
+    def estimates(row_bytes: int) -> tuple[float, float, float]:
         permute = 2 * model.collective_seconds(PERMUTE, row_bytes, 2)
         permute += model.compute_seconds(0, 2 * plan.length * row_bytes)
-        all_to_all = model.collective_seconds(ALL_TO_ALL, 3 * row_bytes, 4)
-        all_to_all += model.compute_seconds(0, 2 * (plan.length + 4) * row_bytes)
+        edges = model.collective_seconds(GATHER, 3 * 2 * row_bytes, 4)
+        edges += model.compute_seconds(0, 2 * (plan.length + 4 * 2) * row_bytes)
         gather = model.collective_seconds(GATHER, 48 * row_bytes, 4)
         gather += model.compute_seconds(0, 2 * 64 * row_bytes)
-        return permute, all_to_all, gather
+        return permute, edges, gather
 
     seen = set()
-    for a2a_latency in (1e-4, 1e-3):
-        model = CostModel(
-            latency=1e-4,
-            bandwidth=1e9,
-            flops=1e12,
-            memory_bandwidth=1e12,
-            kind_latency=((ALL_TO_ALL, a2a_latency),),
+    for row_bytes in (64, 2048, 4096, 8192, 65536, 1 << 20):
+        permute, edges, gather = estimates(row_bytes)
+        fewer = (permute, PERMUTE)
+        if gather < permute * (1 - NEAR):
+            fewer = (edges, EDGES)
+        more = (gather, GATHER)
+        best, other = (more, fewer) if gather < fewer[0] * (1 - NEAR) else (fewer, more)
+        choice = choose_exchange(plan, row_bytes, model)
+        assert (choice.way, choice.other) == (best[1], other[1]), row_bytes
+        assert (choice.seconds, choice.other_seconds) == pytest.approx(
+            (best[0], other[0])
         )
-        for row_bytes in (64, 2048, 4096, 8192, 65536, 1 << 20):
-            permute, all_to_all, gather = estimates(model, row_bytes)
-            fewer = (permute, PERMUTE)
-            if gather < permute * (1 - NEAR) and all_to_all < permute * (1 - NEAR):
-                fewer = (all_to_all, ALL_TO_ALL)
-            more = (gather, GATHER)
-            best, other = (
-                (more, fewer)
-                if gather < fewer[0] * (1 - NEAR)
-                else (
-                    fewer,
-                    more,
-                )
-            )
-            choice = choose_exchange(plan, row_bytes, model)
-            assert (choice.way, choice.other) == (best[1], other[1]), row_bytes
-            assert (choice.seconds, choice.other_seconds) == pytest.approx(
-                (best[0], other[0])
-            )
-            seen.add(choice.way)
-    assert seen == {ALL_TO_ALL, GATHER, PERMUTE}
-    # a size where the gather is faster than the permutes, but by less than
-    # NEAR: not taken (nor the all-to-all, which stands in for a gather only)
-    model = CostModel(latency=1e-4, bandwidth=1e9, flops=1e12, memory_bandwidth=1e12)
+        seen.add(choice.way)
+    # small rows: the pieces' gather where the gather of the dim would win;
+    # big rows: permutes
+    assert seen == {EDGES, PERMUTE}
+    # without the pieces' gather (data movement's question): a gather of the
+    # dim that is faster than the permutes, but by less than NEAR, is not
+    # taken
     near = []
     for b in range(1024, 65536, 256):
-        permute, _, gather = estimates(model, b)
+        permute, _, gather = estimates(b)
         if 0 < permute - gather < NEAR * permute:
             near.append(b)
     assert near, "no size lands within NEAR"
-    choice = choose_exchange(plan, near[0], model)
+    choice = choose_exchange(plan, near[0], model, edges=False)
     assert (choice.way, choice.other) == (PERMUTE, GATHER)
     assert choice.other_seconds < choice.seconds
+    small = choose_exchange(plan, 64, model, edges=False)
+    assert (small.way, small.other) == (GATHER, PERMUTE)
 
 
-def test_one_remote_round_is_never_an_all_to_all() -> None:
-    # a causal window (one halo, from the left): a permute is one launch too
-    plan = output_parallel(Window(64, 3, 1, 2, 0), 4)
+def test_pieces_as_large_as_a_block_are_gathered_whole() -> None:
+    """Halos 3 rows on each side of 4-row blocks (a 3x3 window dilated 3):
+    the pieces' gather would send as much as the dim's, so it is not
+    offered."""
+    from meshjit.passes.partitioner.cost import CostModel
+    from meshjit.passes.partitioner.halo import GATHER, choose_exchange
+
+    plan = output_parallel(Window(16, 3, 1, 3, 3, dilation=3), 4)
     assert plan is not None
-    assert plan_exchange(plan).remote_rounds == 1
-    assert plan_all_to_all(plan) is None
+    assert plan_exchange(plan).moved_elements() >= plan.block
+    model = CostModel(latency=1e-4, bandwidth=1e9, flops=1e12, memory_bandwidth=1e12)
+    assert choose_exchange(plan, 64, model).way == GATHER

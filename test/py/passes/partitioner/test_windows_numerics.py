@@ -156,6 +156,31 @@ def test_halo_exchange_moves_only_the_halo() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("window", "stride", "rows", "pieces"),
+    [(3, 1, 32, 2), (7, 2, 64, 5), (3, 2, 64, 1)],
+    ids=["3x3", "7x7s2", "3x3s2"],
+)
+def test_small_halos_come_in_one_gather_of_the_pieces(
+    window: int, stride: int, rows: int, pieces: int
+) -> None:
+    """A small input over a height split 4 ways (the batch over 2): where
+    the cost model would gather the whole height rather than permute each
+    halo, every device contributes the rows its neighbours take and one
+    all-gather of those brings each device its halos (a 3x3/2 SAME window
+    needs one halo: a permute)."""
+    args = [rand(4, rows, 8, 2), rand(window, window, 2, 4, seed=1)]
+    compiled = run(conv(stride, "SAME"), args, "2x4", [P("x", "y"), P()], P("x", "y"))
+    (c,) = compiled.partition_report.collectives
+    row = 2 * 8 * 2 * 4  # one row of the local block, f32
+    if pieces == 1:
+        assert c.kind == "collective-permute"
+        return
+    assert c.kind == "all-gather"
+    assert "the pieces for blocks -1, +1" in c.reason
+    assert c.bytes_per_device == 3 * pieces * row  # not 3 blocks of rows / 4
+
+
 def test_grouped_convolution_splits_groups() -> None:
     def depthwise(x: jax.Array, k: jax.Array) -> jax.Array:
         return jax.lax.conv_general_dilated(
