@@ -37,6 +37,7 @@ from meshjit.passes.partitioner.halo import (
     EDGES,
     GATHER,
     NEAR,
+    PERMUTE,
     Exchange,
     Round,
     Window,
@@ -105,6 +106,21 @@ def gather_window(
         refused = _gather_refused(ctx, node, lop, k, dim, axes, first)
     # the exchange taken (where a gather is refused: the better other way)
     exchange = choice.other if choice.by_gather else choice.way
+    if (
+        exchange == EDGES
+        and ctx.memory is not None
+        and not (choice.by_gather and not refused)
+    ):
+        # everyone's pieces, held until the window is cut from them
+        held = plan.n * plan_exchange(plan).moved_elements() * _position_bytes(x, dim)
+        too_big = ctx.hold_or_refuse(held)
+        if too_big:
+            ctx.remark(
+                node.loc,
+                f"{reason}: exchanging the window's pieces rather than one "
+                f"all-gather of them: {too_big}",
+            )
+            exchange = PERMUTE
     pieces = _way_text(exchange)
     if refused:
         ctx.remark(
@@ -289,9 +305,13 @@ def _gathered(
 def window_choice(
     ctx: PartitionCtx, x: Val, dim: int, plan: WindowPlan
 ) -> WindowChoice:
+    return choose_exchange(plan, _position_bytes(x, dim), ctx.cost)
+
+
+def _position_bytes(x: Val, dim: int) -> int:
+    """Bytes of one position of `x` along `dim` (the other dims' product)."""
     shape = x.ty.shape or ()
-    inner = math.prod(n for d, n in enumerate(shape) if d != dim)
-    return choose_exchange(plan, inner * itemsize(x.ty.dtype), ctx.cost)
+    return math.prod(n for d, n in enumerate(shape) if d != dim) * itemsize(x.ty.dtype)
 
 
 def _way_text(way: str) -> str:
@@ -348,7 +368,11 @@ def _fetch_from_edges(
         GATHER,
         axes,
         nbytes,
-        (op, loc, f"{reason}: {total} along dim {dim}, the pieces for blocks {shifts}"),
+        (
+            op,
+            loc,
+            f"{reason}: {total} along dim {dim}, the pieces from blocks {shifts}",
+        ),
     )
     shape[dim] *= plan.n
     edges = b.all_gather(mine, dim, ctx.groups(axes), mine.ty.with_shape(shape))

@@ -15,7 +15,7 @@ func.func public @main(%x: tensor<2x16x8x4xf32> {sdy.sharding = #sdy.sharding<@m
   return %0 : tensor<2x16x8x8xf32>
 }
 // CHECK: collectives inserted by partition (bytes sent per device):
-// CHECK-NEXT: all-gather {{ +}}axes {"x"} {{ +}}1536 B {{ +}}{{[0-9.]+}} us  stablehlo.convolution at {{.*}}: operand 0 window along dim 1: 2 along dim 1, the pieces for blocks -1, +1
+// CHECK-NEXT: all-gather {{ +}}axes {"x"} {{ +}}1536 B {{ +}}{{[0-9.]+}} us  stablehlo.convolution at {{.*}}: operand 0 window along dim 1: 2 along dim 1, the pieces from blocks -1, +1
 // CHECK-NEXT: total: 1 collectives (all-gather x1), 1536 B per device, estimated {{[0-9.]+}} us
 
 // Each device contributes its last row (for the block after) and its first

@@ -140,7 +140,9 @@ def _stem(x: jax.Array, k: jax.Array) -> jax.Array:
     )
 
 
-def _compile(monkeypatch: pytest.MonkeyPatch, limit: str) -> meshjit.Compiled:
+def _compile(
+    monkeypatch: pytest.MonkeyPatch, limit: str, rows: int = 16
+) -> meshjit.Compiled:
     if limit:
         monkeypatch.setenv("MESHJIT_MEMORY_LIMIT", limit)
     else:
@@ -148,7 +150,7 @@ def _compile(monkeypatch: pytest.MonkeyPatch, limit: str) -> meshjit.Compiled:
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("b", "h"))
     spec = NamedSharding(mesh, P("b", "h"))
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((4, 16, 32, 3)).astype(np.float32)
+    x = rng.standard_normal((4, rows, 32, 3)).astype(np.float32)
     k = rng.standard_normal((7, 7, 3, 8)).astype(np.float32)
     ksh = NamedSharding(mesh, P())
     compiled = (
@@ -185,6 +187,39 @@ def test_a_stem_under_the_limit_exchanges_halos_and_matches(
     assert any(
         "the gathered copy (12.00 KiB) would take the live values to 21.59 KiB "
         "per device, above memory-limit 16.00 KiB" in m
+        for m in remarks
+    ), remarks
+    temp = [
+        c.runtime_executable().get_compiled_memory_stats().temp_size_in_bytes
+        for c in (free, limited)
+    ]
+    assert temp[1] < temp[0], temp
+
+
+def test_gathered_pieces_over_the_limit_become_permutes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stem over a height of 64 (16-row blocks, halos of 2 and 3 rows):
+    unlimited, its halos come in one all-gather of the pieces (5 rows from
+    each of 4 devices held: 15 KiB); under 36 KiB that copy does not fit and
+    the halos come by permutes, and XLA's temporaries shrink with it."""
+    free = _compile(monkeypatch, "", 64)
+    assert [c.kind for c in free.partition_report.collectives] == [
+        "all-gather",
+        "collective-permute",
+    ]
+    assert (
+        "the pieces from blocks -1, +1" in free.partition_report.collectives[0].reason
+    )
+    limited = _compile(monkeypatch, "36KiB", 64)
+    assert [c.kind for c in limited.partition_report.collectives] == [
+        "collective-permute"
+    ] * 3
+    remarks = [r.message for r in limited.partition_report.remarks]
+    assert any(
+        "exchanging the window's pieces rather than one all-gather of them: the "
+        "gathered copy (15.00 KiB) would take the live values to 39.59 KiB per "
+        "device, above memory-limit 36.00 KiB" in m
         for m in remarks
     ), remarks
     temp = [

@@ -177,7 +177,7 @@ def test_small_halos_come_in_one_gather_of_the_pieces(
         assert c.kind == "collective-permute"
         return
     assert c.kind == "all-gather"
-    assert "the pieces for blocks -1, +1" in c.reason
+    assert "the pieces from blocks -1, +1" in c.reason
     assert c.bytes_per_device == 3 * pieces * row  # not 3 blocks of rows / 4
 
 
