@@ -201,6 +201,9 @@ class PartitionCtx:
         # jax writes for host callbacks): node id -> the partition that runs
         # it (the device's position in the mesh).
         self.placed: dict[int, int] = {}
+        # Values the entry function returns: value id -> the layouts it is
+        # returned in (a value may be returned more than once).
+        self.returned: dict[int, list[Layout]] = {}
         # Under partition{memory-limit=...}: the live bytes per op, which
         # choices that gather whole dims consult (memory.py); else None.
         self.memory: MemoryWatch | None = None

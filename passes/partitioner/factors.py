@@ -20,9 +20,11 @@ from meshjit.passes.partitioner.builder import itemsize
 from meshjit.passes.partitioner.context import PartitionCtx, efficiency
 from meshjit.passes.partitioner.cost import PLAIN, CostModel, reshard_seconds
 from meshjit.passes.partitioner.halo import (
+    JointChoice,
     Window,
     WindowPlan,
     choose_exchange,
+    choose_joint,
     output_parallel,
     window_split,
 )
@@ -457,6 +459,9 @@ def window_seconds(
     plans = w.plans(span(factors[w.factor], ctx.mesh))
     if plans is None:
         return 0.0
+    joint = joint_windows(ctx, node, rule, factors, w, whole)
+    if joint is not None:
+        return joint.seconds
     total = 0.0
     for (k, _), plan in zip(w.windows, plans, strict=True):
         v = ctx.graph.value(node.operands[k])
@@ -466,3 +471,42 @@ def window_seconds(
         inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
         total += choose_exchange(plan, inner * itemsize(v.dtype), ctx.cost).seconds
     return total
+
+
+def joint_windows(
+    ctx: PartitionCtx,
+    node: Node,
+    rule: ShardingRule,
+    factors: Sequence[DimAxes],
+    w: WindowedFactor,
+    whole: frozenset[tuple[int, int]],
+) -> JointChoice | None:
+    """One all-gather of the pieces of every window of a split windowed
+    factor with several (a concatenate's operands), where the cost model
+    prefers it to each window's own way (`halo.choose_joint`); None where it
+    does not, or the windows differ in what one position along the dim
+    holds, or an operand is whole along the dim, or the result is returned
+    whole along it."""
+    plans = w.plans(span(factors[w.factor], ctx.mesh))
+    if plans is None or len(plans) < 2:
+        return None
+    for vid, tensor in zip(node.results, rule.results, strict=True):
+        dims = [d for d, fs in enumerate(tensor) if w.factor in fs]
+        if any(not lay[d] for lay in ctx.returned.get(vid, ()) for d in dims):
+            # returned whole along the dim: the windows' gathers of the dim
+            # make that copy too (the op runs whole on them)
+            return None
+    rows = set()
+    for k, _ in w.windows:
+        v = ctx.graph.value(node.operands[k])
+        if v.shape is None or (k, w.dim) in whole:
+            return None
+        local = ctx.local_shape(v.shape, project(rule.operands[k], factors, ctx.mesh))
+        rows.add(
+            math.prod(n for d, n in enumerate(local) if d != w.dim) * itemsize(v.dtype)
+        )
+    if len(rows) != 1:
+        return None
+    values = tuple(node.operands[k] for k, _ in w.windows)
+    choice = choose_joint(plans, rows.pop(), ctx.cost, values)
+    return choice if choice is not None and choice.taken else None

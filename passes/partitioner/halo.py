@@ -21,7 +21,7 @@ offsets (`step == block`: the halo exchange of a stride-matched window), the
 pieces are static slices concatenated in order; otherwise they are cut at
 per-device offsets and written into a buffer at per-device offsets. The
 same pieces can instead come from one all-gather of what every block sends
-(`edges_offsets`); `choose_exchange` weighs the ways.
+(`pack_pieces`); `choose_exchange` weighs the ways.
 """
 
 from __future__ import annotations
@@ -208,19 +208,110 @@ def plan_exchange(plan: WindowPlan) -> Exchange:
     return Exchange(tuple(rounds), uniform, 0 if uniform else margin)
 
 
-def edges_offsets(ex: Exchange) -> tuple[int, ...]:
-    """Where each remote round's piece starts in what every block
-    contributes to a gather of the pieces (the remote rounds' pieces
-    concatenated in round order); -1 for the local round."""
-    out = []
-    at = 0
-    for r in ex.rounds:
-        if r.shift == 0:
-            out.append(-1)
+@dataclass(frozen=True, slots=True)
+class Packing:
+    """What every block contributes to one all-gather of the pieces of one or
+    more exchanges (the windows of one op's operands, or of several ops on
+    one value), and where each piece lies in it.
+
+    A contribution is `len(lengths)` slots side by side; block j fills slot
+    s with the `lengths[s]` elements of part `fills[s][j][0]` (the exchange's
+    index) from `fills[s][j][1]` of its block (None: the slot is unused on
+    block j, which fills it with anything). `at[(part, round, j)]` is where
+    the piece block j sends in that round starts in its contribution."""
+
+    lengths: tuple[int, ...]
+    fills: tuple[tuple[tuple[int, int] | None, ...], ...]
+    at: dict[tuple[int, int, int], int]
+
+    @property
+    def total(self) -> int:
+        """Elements every block contributes along the dim."""
+        return sum(self.lengths)
+
+
+@functools.lru_cache(maxsize=4096)
+def pack_pieces(
+    exchanges: tuple[Exchange, ...], blocks: tuple[int, ...], n: int
+) -> Packing | None:
+    """Every block's remote pieces (of every exchange, each over blocks of
+    `blocks[part]` elements, n of them) packed into slots. A piece inside a
+    longer piece of the same part that the block sends too is cut from that
+    one. The rest go by (part, round), longest first: a round's pieces take
+    the first slot none of its sources fills yet (and no longer than their
+    part's block), else a new slot as long as they are. Rounds whose
+    sources differ share a slot (the first and last blocks send one halo
+    each), and a round's pieces keep one place in it, so where every source
+    cuts at the same offset the slot is a static slice. The contribution is
+    at most the sum of the rounds' lengths. None when nothing moves."""
+    # (part, round) -> {source block: start}; pieces inside another one
+    rounds: dict[tuple[int, int], dict[int, int]] = {}
+    lengths_of: dict[tuple[int, int], int] = {}
+    for part, ex in enumerate(exchanges):
+        for k, r in enumerate(ex.rounds):
+            if r.shift == 0:
+                continue
+            for i in r.targets:
+                j = i + r.shift
+                rounds.setdefault((part, k), {})[j] = r.src[j]
+                lengths_of[(part, k)] = r.length
+    if not rounds:
+        return None
+    order = sorted(rounds, key=lambda key: (-lengths_of[key], key))
+    inside: dict[tuple[int, int, int], tuple[int, int, int]] = {}  # -> (part, k, j)
+    owned: dict[tuple[int, int], list[int]] = {key: [] for key in order}
+    for key in order:
+        part, k = key
+        length = lengths_of[key]
+        for j, start in rounds[key].items():
+            for other in order:
+                if other == key or other[0] != part or j not in owned[other]:
+                    continue
+                first = rounds[other][j]
+                if first <= start and start + length <= first + lengths_of[other]:
+                    inside[(part, k, j)] = (other[0], other[1], j)
+                    break
+            else:
+                owned[key].append(j)
+    slot_len: list[int] = []
+    taken: list[set[int]] = []
+    fills: list[list[tuple[int, int] | None]] = []
+    where: dict[tuple[int, int, int], int] = {}  # (part, k, j) -> offset in slot
+    slot_of: dict[tuple[int, int, int], int] = {}
+    for key in order:
+        part, k = key
+        sources = owned[key]
+        if not sources:
             continue
-        out.append(at)
-        at += r.length
-    return tuple(out)
+        slot = next(
+            (
+                s
+                for s, length in enumerate(slot_len)
+                if not taken[s] & set(sources) and length <= blocks[part]
+            ),
+            len(slot_len),
+        )
+        if slot == len(slot_len):
+            slot_len.append(lengths_of[key])
+            taken.append(set())
+            fills.append([None] * n)
+        length = slot_len[slot]
+        for j in sources:
+            start = rounds[key][j]
+            cut = min(start, blocks[part] - length)  # the slot inside the block
+            fills[slot][j] = (part, cut)
+            taken[slot].add(j)
+            slot_of[(part, k, j)] = slot
+            where[(part, k, j)] = start - cut
+    offsets = [sum(slot_len[:s]) for s in range(len(slot_len))]
+    at: dict[tuple[int, int, int], int] = {}
+    for piece, offset in where.items():
+        at[piece] = offsets[slot_of[piece]] + offset
+    for (part, k, j), (_, host, _) in inside.items():
+        at[(part, k, j)] = (
+            at[(part, host, j)] + rounds[(part, k)][j] - rounds[(part, host)][j]
+        )
+    return Packing(tuple(slot_len), tuple(tuple(f) for f in fills), at)
 
 
 # Within this fraction of the exchange's estimate a gather is not taken: the
@@ -288,13 +379,96 @@ def choose_exchange(
     gather += cost.compute_seconds(0, 2 * plan.size * inner_bytes)
     fewer = (permute, PERMUTE, moved * inner_bytes)
     more = (gather, GATHER, gather_bytes)
-    if edges and gather < permute * (1 - NEAR) and 0 < moved < plan.block:
-        edge_bytes = (plan.n - 1) * moved * inner_bytes
-        seconds = cost.collective_seconds(GATHER, edge_bytes, plan.n)
-        # the pieces into the contribution, the window out of the gathered
-        copies = 2 * (plan.length + plan.n * moved) * inner_bytes
-        seconds += cost.compute_seconds(0, copies)
-        fewer = (seconds, EDGES, edge_bytes)
+    if edges and gather < permute * (1 - NEAR):
+        packing = pack_pieces((ex,), (plan.block,), plan.n)
+        if packing is not None and packing.total < plan.block:
+            seconds, edge_bytes = _pieces_gather(packing, (plan,), inner_bytes, cost)
+            fewer = (seconds, EDGES, edge_bytes)
     # (where a gather is refused for memory, `other` is the way taken)
     best, other = (more, fewer) if gather < fewer[0] * (1 - NEAR) else (fewer, more)
     return WindowChoice(best[1], best[0], best[2], other[0], other[1])
+
+
+def _pieces_gather(
+    packing: Packing,
+    plans: tuple[WindowPlan, ...],
+    inner_bytes: int,
+    cost: CostModel,
+) -> tuple[float, int]:
+    """Estimated seconds and bytes sent per device of one all-gather of the
+    packed pieces: the gather, the pieces into the contribution and the
+    windows out of the gathered."""
+    n = plans[0].n
+    nbytes = (n - 1) * packing.total * inner_bytes
+    seconds = cost.collective_seconds(GATHER, nbytes, n)
+    copies = 2 * (sum(p.length for p in plans) + n * packing.total) * inner_bytes
+    return seconds + cost.compute_seconds(0, copies), nbytes
+
+
+@dataclass(frozen=True, slots=True)
+class JointChoice:
+    """One all-gather of the pieces of several windows along one split dim,
+    against each window brought its own way."""
+
+    packing: Packing
+    seconds: float
+    nbytes: int
+    alone_seconds: float  # the windows each their own way
+    alone_bytes: int
+
+    @property
+    def taken(self) -> bool:
+        """The joint gather wins where it is faster and sends no more bytes,
+        or sends fewer and is at most NEAR slower; sending more it must be
+        more than NEAR faster."""
+        if self.nbytes <= self.alone_bytes:
+            return self.seconds <= self.alone_seconds * (1 + NEAR)
+        return self.seconds < self.alone_seconds * (1 - NEAR)
+
+
+def choose_joint(
+    plans: tuple[WindowPlan, ...],
+    inner_bytes: int,
+    cost: CostModel,
+    values: tuple[int, ...] = (),
+) -> JointChoice | None:
+    """The pieces of several windows (a concatenate's operands, slices of
+    one value) over the same n blocks, packed into one all-gather
+    (`pack_pieces`), weighed against each window's own best way
+    (`choose_exchange`: permutes, a gather of its pieces or of the dim);
+    windows of one value (`values[i]`: which value window i reads; default
+    all different) against permutes for each of them or one gather of the
+    dim that serves them all. None where nothing moves or the pieces cannot
+    be packed."""
+    packing = pack_pieces(
+        tuple(plan_exchange(p) for p in plans),
+        tuple(p.block for p in plans),
+        plans[0].n,
+    )
+    if packing is None:
+        return None
+    seconds, nbytes = _pieces_gather(packing, plans, inner_bytes, cost)
+    groups: dict[int, list[WindowPlan]] = {}
+    for i, plan in enumerate(plans):
+        groups.setdefault(values[i] if values else -1 - i, []).append(plan)
+    alone_seconds, alone_bytes = 0.0, 0
+    for group in groups.values():
+        if len(group) == 1:
+            c = choose_exchange(group[0], inner_bytes, cost)
+            alone_seconds += c.seconds
+            alone_bytes += c.nbytes
+            continue
+        ways = [choose_exchange(p, inner_bytes, cost, edges=False) for p in group]
+        permutes = (
+            sum(c.other_seconds if c.by_gather else c.seconds for c in ways),
+            sum(plan_exchange(p).moved_elements() * inner_bytes for p in group),
+        )
+        first = ways[0]
+        gather = (
+            first.seconds if first.by_gather else first.other_seconds,
+            (group[0].n - 1) * group[0].block * inner_bytes,
+        )
+        best = min(permutes, gather)
+        alone_seconds += best[0]
+        alone_bytes += best[1]
+    return JointChoice(packing, seconds, nbytes, alone_seconds, alone_bytes)

@@ -290,6 +290,8 @@ def partition_module_text(
         else:
             out_layouts.append(replicated(rank))
             out_unreduced.append(())
+    for vid, lay in zip(returned_ids, out_layouts, strict=True):
+        ctx.returned.setdefault(vid, []).append(lay)
     _aim_at_results(graph, ctx, set(body.args), returned_ids, out_layouts)
     args = body.args
     if memory_limit is not None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from meshjit.compiler.graph import Node
+from meshjit.compiler.graph import Graph, Node
 from meshjit.dialects.reshard import DimAxes, axis_stride, coordinate
 from meshjit.dialects.rules import FactorKind
 from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize
@@ -16,9 +17,17 @@ from meshjit.passes.partitioner.factors import (
     FactorLimits,
     WindowedFactor,
     choose_factors,
+    factors_from,
     split_blocked,
 )
-from meshjit.passes.partitioner.halo import Window
+from meshjit.passes.partitioner.halo import (
+    JointChoice,
+    Window,
+    WindowPlan,
+    choose_joint,
+    output_parallel,
+    plan_exchange,
+)
 from meshjit.passes.partitioner.layouts import project, span
 from meshjit.passes.partitioner.local import (
     emit,
@@ -27,18 +36,178 @@ from meshjit.passes.partitioner.local import (
     rule_of,
     run_replicated,
 )
+from meshjit.passes.partitioner.memory import fmt_bytes
 from meshjit.passes.partitioner.windows import (
+    Fetch,
+    cut_along,
+    fetch_packed,
+    gather_pieces,
     gather_window,
     ints,
+    joint_choice,
+    packed_fetch,
     whole_where_gathered,
 )
+
+
+def _slice_windows(node: Node, shape: Sequence[int]) -> list[tuple[int, Window]]:
+    """The dims a slice cuts, each as the window every output block reads."""
+    starts = ints(node.attrs.get("start_indices"))
+    stops = ints(node.attrs.get("limit_indices"))
+    strides = ints(node.attrs.get("strides")) or (1,) * len(shape)
+    return [
+        (d, Window(n, 1, strides[d], -starts[d], stops[d] - n))
+        for d, n in enumerate(shape)
+        if (starts[d], stops[d], strides[d]) != (0, n, 1)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _SliceGroup:
+    """Slices of one value along the same split dim, each result split like
+    the value (a fused projection cut into q, k, v): one all-gather of the
+    pieces every slice needs serves them all."""
+
+    members: tuple[int, ...]  # node ids, in program order
+    dim: int
+    axes: DimAxes
+    plans: tuple[WindowPlan, ...]
+    choice: JointChoice
+
+
+def _same_block(graph: Graph, a: Node, b: Node) -> bool:
+    if a.parent != b.parent:
+        return False
+    if a.parent < 0:
+        return True
+    blocks = [blk for region in graph.node(a.parent).regions for blk in region]
+    return any(a.id in blk.nodes and b.id in blk.nodes for blk in blocks)
+
+
+def _slice_group(ctx: PartitionCtx, node: Node) -> _SliceGroup | None:
+    """The slices of `node`'s operand in its block that cut only the dim it
+    cuts, that dim split over the same axes in the value and every result,
+    where one all-gather of all their pieces is estimated cheaper than
+    either permutes for each or one gather of the dim that serves them all
+    (`halo.choose_joint`); None otherwise."""
+    vid = node.operands[0]
+    value = ctx.graph.value(vid)
+    layout = ctx.layout(vid)
+    mine = _slice_windows(node, value.shape or ())
+    if value.shape is None or len(mine) != 1 or ctx.layout(node.results[0]) != layout:
+        return None
+    ((dim, _),) = mine
+    axes = layout[dim]
+    if not axes:
+        return None
+    n = span(axes, ctx.mesh)
+    members: list[int] = []
+    plans: list[WindowPlan] = []
+    for uid in ctx.graph.users(vid):
+        user = ctx.graph.node(uid)
+        if (
+            user.op != "stablehlo.slice"
+            or uid in members
+            or ctx.layout(user.results[0]) != layout
+            or not _same_block(ctx.graph, node, user)
+        ):
+            continue
+        cuts = _slice_windows(user, value.shape)
+        plan = output_parallel(cuts[0][1], n) if len(cuts) == 1 else None
+        if plan is None or cuts[0][0] != dim:
+            continue
+        members.append(uid)
+        plans.append(plan)
+    if len(members) < 2:
+        return None
+    local = ctx.local_shape(value.shape, layout)
+    row = math.prod(k for d, k in enumerate(local) if d != dim) * itemsize(value.dtype)
+    choice = choose_joint(tuple(plans), row, ctx.cost, (vid,) * len(plans))
+    if choice is None or not choice.taken:
+        return None
+    order = sorted(range(len(members)), key=lambda i: members[i])
+    return _SliceGroup(
+        tuple(members[i] for i in order),
+        dim,
+        axes,
+        tuple(plans[i] for i in order),
+        choice,
+    )
+
+
+def _group_key(ctx: PartitionCtx, group: _SliceGroup, vid: int) -> object:
+    """The scope cache's key of the group's gathered pieces (of the value's
+    local copy: an inlined function's every call has its own)."""
+    local = ctx.scope.lookup(vid)
+    return ("sliced-pieces", local.name if local else vid, group.dim, group.members)
+
+
+def _joined(ctx: PartitionCtx, node: Node, group: _SliceGroup) -> bool:
+    """Whether `node` takes its pieces from the group's one all-gather: made
+    at the group's first slice (with a remark) unless a memory limit
+    refuses it there; the others reuse it. Where it is not made, every
+    slice goes its own way."""
+    if ctx.scope.cached(_group_key(ctx, group, node.operands[0])) is not None:
+        return True
+    if node.id != group.members[0]:
+        return False
+    choice = group.choice
+    what = (
+        f"{len(group.members)} slices of one value along its dim {group.dim}: "
+        f"one all-gather of every slice's pieces (estimated "
+        f"{choice.seconds * 1e6:.1f} us, {fmt_bytes(choice.nbytes)} per device)"
+    )
+    if ctx.memory is not None:
+        n = span(group.axes, ctx.mesh)
+        refused = ctx.hold_or_refuse(n * choice.nbytes // (n - 1))
+        if refused:
+            ctx.remark(node.loc, f"{what} not taken: {refused}")
+            return False
+    ctx.remark(
+        node.loc,
+        f"{what} rather than a gather of the dim for all of them or permutes "
+        f"for each ({choice.alone_seconds * 1e6:.1f} us, "
+        f"{fmt_bytes(choice.alone_bytes)})",
+    )
+    return True
+
+
+def _group_fetch(ctx: PartitionCtx, node: Node, group: _SliceGroup, x: Val) -> Fetch:
+    """This slice's pieces from the group's one all-gather (gathered from
+    `x`, the value's local block, at the group's first slice)."""
+    exchanges = [plan_exchange(p) for p in group.plans]
+    key = _group_key(ctx, group, node.operands[0])
+    gathered = ctx.scope.cached(key)
+    if gathered is None:
+        why = (node.op, node.loc, f"{len(group.members)} slices along dim {group.dim}")
+        gathered = gather_pieces(
+            ctx,
+            [x] * len(exchanges),
+            group.dim,
+            group.axes,
+            exchanges,
+            group.choice.packing,
+            why,
+        )
+        ctx.scope.cache[key] = gathered
+    part = group.members.index(node.id)
+    return packed_fetch(
+        ctx,
+        gathered,
+        group.dim,
+        group.axes,
+        group.choice.packing,
+        part,
+        exchanges[part],
+    )
 
 
 def slice_(node: Node, ctx: PartitionCtx) -> None:
     """A dim the slice keeps whole splits as it is (its local limit is the
     local size); a sliced dim splits by output blocks: each block gets the
     part of the input its elements come from (pieces moved by
-    collective-permute) and slices it locally with the same stride."""
+    collective-permute, or one all-gather of the pieces of every slice of
+    the value) and slices it locally with the same stride."""
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
@@ -46,20 +215,24 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
     operand = ctx.graph.value(node.operands[0]).shape or ()
     starts = list(ints(node.attrs.get("start_indices")))
     stops = list(ints(node.attrs.get("limit_indices")))
-    strides = list(ints(node.attrs.get("strides"))) or [1] * len(operand)
     windowed = []
-    for d, n in enumerate(operand):
-        if (starts[d], stops[d], strides[d]) == (0, n, 1):
-            continue
-        window = Window(n, 1, strides[d], -starts[d], stops[d] - n)
+    for d, window in _slice_windows(node, operand):
         windowed += [
             WindowedFactor(f, d, ((0, window),))
             for f in rule.operands[0][d]
             if rule.kind(f) is FactorKind.PERMUTATION
         ]
     limits = FactorLimits(windowed=tuple(windowed))
-    factors = choose_factors(ctx, node, rule, limits)
-    factors = whole_where_gathered(ctx, node, rule, limits, factors)
+    group = _slice_group(ctx, node) if len(windowed) == 1 else None
+    factors: list[DimAxes] = []
+    if group is not None:
+        result = [(node.results[0], rule.results[0])]
+        factors = factors_from(ctx, node, result, rule, limits)
+        if factors[windowed[0].factor] != group.axes or not _joined(ctx, node, group):
+            group = None
+    if group is None:
+        factors = choose_factors(ctx, node, rule, limits)
+        factors = whole_where_gathered(ctx, node, rule, limits, factors)
     lop = prepare(ctx, node, rule, limits, factors)
     lay = project(rule.operands[0], lop.factors, ctx.mesh)
     local = ctx.local_shape(operand, lay)
@@ -73,7 +246,12 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
         plans = w.plans(span(axes, ctx.mesh))
         assert plans is not None
         (plan,) = plans
-        lop.operands[0] = gather_window(ctx, node, lop, 0, w.dim, axes, plan, None)
+        fetch = None
+        if group is not None:
+            fetch = _group_fetch(ctx, node, group, lop.operands[0])
+        lop.operands[0] = gather_window(
+            ctx, node, lop, 0, w.dim, axes, plan, None, fetch
+        )
         starts[w.dim], stops[w.dim] = 0, plan.length
     lop.attrs["start_indices"] = i64_array(starts)
     lop.attrs["limit_indices"] = i64_array(stops)
@@ -264,7 +442,9 @@ def concatenate(node: Node, ctx: PartitionCtx) -> None:
     windowed = tuple(WindowedFactor(f, dim, tuple(windows)) for f in factors)
     limits = FactorLimits(windowed=windowed)
     chosen = choose_factors(ctx, node, rule, limits)
-    chosen = whole_where_gathered(ctx, node, rule, limits, chosen)
+    joint = joint_choice(ctx, node, rule, limits, chosen)
+    if joint is None:
+        chosen = whole_where_gathered(ctx, node, rule, limits, chosen)
     lop = prepare(ctx, node, rule, limits, chosen)
     split = [w for w in windowed if lop.factors[w.factor]]
     if not split:
@@ -274,6 +454,11 @@ def concatenate(node: Node, ctx: PartitionCtx) -> None:
     axes = lop.factors[w.factor]
     plans = w.plans(span(axes, ctx.mesh))
     assert plans is not None
+    if joint is not None:
+        xs = [lop.operands[k] for k, _ in w.windows]
+        block = _block_from_pieces(ctx, node, xs, dim, axes, plans, joint, total)
+        finish(ctx, node, lop, [block])
+        return
     b = ctx.b
     out = None
     offset = 0
@@ -292,6 +477,88 @@ def concatenate(node: Node, ctx: PartitionCtx) -> None:
         offset += n
     assert out is not None
     finish(ctx, node, lop, [out])
+
+
+def _block_from_pieces(
+    ctx: PartitionCtx,
+    node: Node,
+    xs: Sequence[Val],
+    dim: int,
+    axes: DimAxes,
+    plans: Sequence[WindowPlan],
+    joint: JointChoice,
+    total: int,
+) -> Val:
+    """The result block of a concatenate whose operands' pieces come from one
+    all-gather: every piece (local or fetched) written where it lands in the
+    block, operand after operand, into one buffer (with a margin where
+    pieces cut whole from their source block reach past the block; a block
+    that takes nothing in a round writes back what it holds). A piece holds
+    only its operand's values, except past the end of an uneven operand's
+    last block, where a later operand's pieces (or the result's own
+    padding) overwrite it."""
+    b = ctx.b
+    exchanges = [plan_exchange(p) for p in plans]
+    fetches = fetch_packed(
+        ctx,
+        xs,
+        dim,
+        axes,
+        exchanges,
+        joint.packing,
+        (node.op, node.loc, f"operands along dim {dim}"),
+    )
+    blocks = ctx.block_of_position(axes)
+    length = plans[0].length  # the result's block
+    # where each round's piece lands in the block, per target block
+    lands = [
+        [
+            [r.dst[i] - (0 if ex.uniform else ex.margin) for i in range(len(r.dst))]
+            for r in ex.rounds
+        ]
+        for ex in exchanges
+    ]
+    placed = [
+        (where, r.length)
+        for ex, by_round in zip(exchanges, lands, strict=True)
+        for r, wheres in zip(ex.rounds, by_round, strict=True)
+        for i, where in enumerate(wheres)
+        if r.dst[i] >= 0
+    ]
+    low = max(0, max(-where for where, _ in placed))
+    high = max(0, max(where + n - length for where, n in placed))
+    shape = list(xs[0].ty.shape or ())
+    full = list(shape)
+    full[dim] = low + length + high
+    buffer = b.zeros(xs[0].ty.with_shape(full))
+    zero = ctx.const_i32(0)
+    for x, ex, fetch, by_round in zip(xs, exchanges, fetches, lands, strict=True):
+        for r, wheres in zip(ex.rounds, by_round, strict=True):
+            if r.shift == 0:
+                piece = cut_along(ctx, x, dim, [r.src[i] for i in blocks], r.length)
+            else:
+                piece = fetch(r)
+            put = [wheres[i] + low if r.dst[i] >= 0 else low for i in blocks]
+            where = ctx.per_position(put)
+            at = [where if d == dim else zero for d in range(len(shape))]
+            if len(r.targets) < len(r.dst):
+                # a block that takes nothing in this round writes back what
+                # its buffer holds there
+                takes = ctx.per_position([int(r.dst[i] >= 0) for i in blocks])
+                held = b.dynamic_slice(buffer, at, list(piece.ty.shape or ()))
+                taken = b.compare(takes, ctx.const_i32(1), "EQ")
+                piece = b.select(taken, piece, held)
+            buffer = b.dynamic_update_slice(buffer, piece, at)
+    out = b.slice_dim(buffer, dim, low, length) if low or high else buffer
+    if total % plans[0].n:  # the result's padding: zeros, not junk
+        index_ty = out.ty.with_dtype("i32")
+        first = ctx.dim_offset(axes, length)
+        position = b.binary(
+            "stablehlo.add", b.iota(index_ty, dim), b.broadcast(first, index_ty)
+        )
+        inside = b.compare(position, b.splat(index_ty, str(total)), "LT")
+        out = b.select(inside, out, b.zeros(out.ty))
+    return out
 
 
 def reverse(node: Node, ctx: PartitionCtx) -> None:

@@ -31,6 +31,7 @@ from meshjit.passes.partitioner.factors import (
     FactorLimits,
     WindowedFactor,
     choose_factors,
+    joint_windows,
     operand_layouts,
 )
 from meshjit.passes.partitioner.halo import (
@@ -39,13 +40,15 @@ from meshjit.passes.partitioner.halo import (
     NEAR,
     PERMUTE,
     Exchange,
+    JointChoice,
+    Packing,
     Round,
     Window,
     WindowChoice,
     WindowPlan,
     choose_exchange,
-    edges_offsets,
     output_parallel,
+    pack_pieces,
     plan_exchange,
 )
 from meshjit.passes.partitioner.layouts import span
@@ -57,7 +60,7 @@ from meshjit.passes.partitioner.local import (
     rule_of,
     run_replicated,
 )
-from meshjit.passes.partitioner.memory import value_bytes
+from meshjit.passes.partitioner.memory import fmt_bytes, value_bytes
 
 Why = tuple[str, SourceLoc, str]
 
@@ -89,15 +92,20 @@ def gather_window(
     axes: DimAxes,
     plan: WindowPlan,
     pad: Val | None,
+    fetch: Fetch | None = None,
 ) -> Val:
     """This device's window of operand `k`, split in blocks along `dim` over
     `axes` (or whole along `dim`: the window is cut locally): positions
-    outside the operand hold `pad` (None: zero)."""
+    outside the operand hold `pad` (None: zero). `fetch`: the remote pieces
+    come from there (a gather of several windows' pieces, `fetch_packed`)
+    rather than the way the cost model picks for this window alone."""
     x = lop.operands[k]
     first = k not in lop.windowed
     lop.windowed.add(k)
     if (k, dim) in lop.whole:
         return _cut_window(ctx, x, dim, axes, plan, pad)
+    if fetch is not None:
+        return _build_window(ctx, x, dim, axes, plan, pad, fetch, junk=True)
     reason = f"operand {k} window along dim {dim}"
     why = (node.op, node.loc, reason)
     choice = window_choice(ctx, x, dim, plan)
@@ -112,7 +120,8 @@ def gather_window(
         and not (choice.by_gather and not refused)
     ):
         # everyone's pieces, held until the window is cut from them
-        held = plan.n * plan_exchange(plan).moved_elements() * _position_bytes(x, dim)
+        packed = _packing_of(plan)
+        held = plan.n * packed.total * _position_bytes(x, dim)
         too_big = ctx.hold_or_refuse(held)
         if too_big:
             ctx.remark(
@@ -156,23 +165,46 @@ def gather_window(
         )
     ex = plan_exchange(plan)
     if exchange == EDGES:
-        fetch = _fetch_from_edges(ctx, x, dim, axes, plan, ex, why)
+        (fetch,) = fetch_packed(ctx, [x], dim, axes, [ex], _packing_of(plan), why)
     else:
         fetch = _fetch_by_permute(ctx, x, dim, axes, ex, why)
+    return _build_window(ctx, x, dim, axes, plan, pad, fetch, exchange == EDGES)
+
+
+def _build_window(
+    ctx: PartitionCtx,
+    x: Val,
+    dim: int,
+    axes: DimAxes,
+    plan: WindowPlan,
+    pad: Val | None,
+    fetch: Fetch,
+    junk: bool,
+) -> Val:
+    """The window from the local piece and the fetched ones. `junk`: blocks
+    that take no piece in a round get another block's piece (from gathered
+    pieces) rather than zeros (from a permute)."""
+    ex = plan_exchange(plan)
     if ex.uniform:
         window = _window_by_pieces(ctx, x, dim, plan, ex, pad, fetch)
     else:
         window = _window_into_buffer(ctx, x, dim, axes, plan, ex, pad, fetch)
-    # Blocks that take no piece in a round get zeros from a permute, another
-    # block's piece from the gathered pieces: masked below in either case.
-    junk = exchange == EDGES and ex.uniform
-    # Past the end of the input a window holds zeros (nothing received) or
-    # the garbage of an uneven split's last block: set it to the padding.
+    # Past the end of the input a window holds zeros (nothing received), the
+    # garbage of an uneven split's last block, or junk from gathered pieces
+    # (only where the pieces are static: a buffer keeps it in its margin):
+    # set it to the padding.
     uneven = plan.size % plan.n != 0
-    if plan.reaches_outside and (pad is not None or uneven or junk):
+    if plan.reaches_outside and (pad is not None or uneven or (junk and ex.uniform)):
         fill = pad if pad is not None else ctx.b.zeros(Ty((), x.ty.dtype))
         window = _mask_outside(ctx, window, dim, axes, plan, fill)
     return window
+
+
+def _packing_of(plan: WindowPlan) -> Packing:
+    """The packed pieces of a window the cost model gathers by its pieces."""
+    packing = pack_pieces((plan_exchange(plan),), (plan.block,), plan.n)
+    assert packing is not None
+    return packing
 
 
 def _gathered_bytes(ctx: PartitionCtx, x: Val, axes: DimAxes) -> int:
@@ -201,6 +233,46 @@ def _gather_refused(
         if ctx.scope.cached(key) is not None:
             return ""  # made before: reusing it costs no new memory
     return ctx.hold_or_refuse(_gathered_bytes(ctx, lop.operands[k], axes), key)
+
+
+def joint_choice(
+    ctx: PartitionCtx,
+    node: Node,
+    rule: ShardingRule,
+    limits: FactorLimits,
+    factors: list[DimAxes],
+) -> JointChoice | None:
+    """For an op whose split dim makes several windows (a concatenate's
+    operands): one all-gather of all their pieces, where the cost model
+    prefers it to each window's own way (`halo.choose_joint`); a remark
+    says so. None: each window goes its own way."""
+    if len(limits.windowed) != 1:
+        return None
+    (w,) = limits.windowed
+    axes = factors[w.factor]
+    if not axes:
+        return None
+    _, whole = operand_layouts(ctx, node, rule, factors, limits)
+    choice = joint_windows(ctx, node, rule, factors, w, whole)
+    if choice is None:
+        return None
+    what = (
+        f"{node.op} along dim {w.dim}: one all-gather of every operand's pieces "
+        f"(estimated {choice.seconds * 1e6:.1f} us, {fmt_bytes(choice.nbytes)} per "
+        f"device)"
+    )
+    alone = (
+        f"each operand's window its own way ({choice.alone_seconds * 1e6:.1f} us, "
+        f"{fmt_bytes(choice.alone_bytes)})"
+    )
+    if ctx.memory is not None:
+        n = span(axes, ctx.mesh)
+        refused = ctx.hold_or_refuse(n * choice.nbytes // (n - 1))
+        if refused:
+            ctx.remark(node.loc, f"{what} not taken: {refused}; {alone} instead")
+            return None
+    ctx.remark(node.loc, f"{what} rather than {alone}")
+    return choice
 
 
 def whole_where_gathered(
@@ -333,37 +405,75 @@ def _fetch_by_permute(
     blocks = ctx.block_of_position(axes)
 
     def fetch(r: Round) -> Val:
-        piece = _cut(ctx, x, dim, _sources_cut(ex, r, blocks), r.length)
+        piece = cut_along(ctx, x, dim, _sources_cut(ex, r, blocks), r.length)
         _record_round(ctx, x, dim, axes, r.length, r.shift, why)
         return ctx.b.collective_permute(piece, _pairs(ctx, axes, r.shift, r.targets))
 
     return fetch
 
 
-def _fetch_from_edges(
+def fetch_packed(
     ctx: PartitionCtx,
-    x: Val,
+    xs: Sequence[Val],
     dim: int,
     axes: DimAxes,
-    plan: WindowPlan,
-    ex: Exchange,
+    exchanges: Sequence[Exchange],
+    packing: Packing,
     why: Why,
-) -> Fetch:
-    """Every block contributes the pieces it sends in the remote rounds
-    (concatenated in round order) to one all-gather; a round's piece for
-    this device is cut from its source's contribution (a block that takes
-    none in the round cuts its own: the caller masks or discards it)."""
+) -> list[Fetch]:
+    """One all-gather of what every block sends in the remote rounds of the
+    exchanges (of windows of `xs[part]`), packed into slots (`pack_pieces`);
+    one fetch per exchange."""
+    gathered = gather_pieces(ctx, xs, dim, axes, exchanges, packing, why)
+    return [
+        packed_fetch(ctx, gathered, dim, axes, packing, part, ex)
+        for part, ex in enumerate(exchanges)
+    ]
+
+
+def gather_pieces(
+    ctx: PartitionCtx,
+    xs: Sequence[Val],
+    dim: int,
+    axes: DimAxes,
+    exchanges: Sequence[Exchange],
+    packing: Packing,
+    why: Why,
+) -> Val:
+    """Every block's contribution (its slots, each cut from the part that
+    fills it on that block) all-gathered along `dim` over `axes`."""
     b = ctx.b
     blocks = ctx.block_of_position(axes)
-    offsets = edges_offsets(ex)
-    remote = [r for r in ex.rounds if r.shift != 0]
-    parts = [_cut(ctx, x, dim, _sources_cut(ex, r, blocks), r.length) for r in remote]
-    mine = parts[0] if len(parts) == 1 else b.concatenate(parts, dim)
-    total = ex.moved_elements()
-    shape = list(mine.ty.shape or ())
-    nbytes = (plan.n - 1) * math.prod(shape) * itemsize(x.ty.dtype)
+    n = len(set(blocks))
+    slots = []
+    for length, fills in zip(packing.lengths, packing.fills, strict=True):
+        # parts that are one value (slices of it) are cut in one go
+        sources = sorted({xs[f[0]] for f in fills if f is not None})
+        slot = None
+        for x in sources:
+            # blocks that fill the slot from another value, or not at all,
+            # cut where the first of this value's does (a static slice where
+            # all of them cut at one offset)
+            mine = [f is not None and xs[f[0]] == x for f in fills]
+            default = next(f[1] for f, m in zip(fills, mine, strict=True) if m and f)
+            starts = [
+                f[1] if m and f is not None else default
+                for f, m in ((fills[i], mine[i]) for i in blocks)
+            ]
+            cut = cut_along(ctx, x, dim, starts, length)
+            if slot is None:
+                slot = cut
+                continue
+            which = ctx.per_position([int(mine[i]) for i in blocks])
+            slot = b.select(b.compare(which, ctx.const_i32(1), "EQ"), cut, slot)
+        assert slot is not None
+        slots.append(slot)
+    sent = slots[0] if len(slots) == 1 else b.concatenate(slots, dim)
+    shape = list(sent.ty.shape or ())
+    nbytes = (n - 1) * math.prod(shape) * itemsize(sent.ty.dtype)
     op, loc, reason = why
-    shifts = ", ".join(f"{r.shift:+d}" for r in remote)
+    shifts = sorted({r.shift for ex in exchanges for r in ex.rounds if r.shift != 0})
+    moved = ", ".join(f"{shift:+d}" for shift in shifts)
     ctx.record(
         GATHER,
         axes,
@@ -371,18 +481,40 @@ def _fetch_from_edges(
         (
             op,
             loc,
-            f"{reason}: {total} along dim {dim}, the pieces from blocks {shifts}",
+            f"{reason}: {packing.total} along dim {dim}, the pieces from blocks "
+            f"{moved}",
         ),
     )
-    shape[dim] *= plan.n
-    edges = b.all_gather(mine, dim, ctx.groups(axes), mine.ty.with_shape(shape))
-    at = {r.shift: off for r, off in zip(ex.rounds, offsets, strict=True)}
+    shape[dim] *= n
+    return b.all_gather(sent, dim, ctx.groups(axes), sent.ty.with_shape(shape))
+
+
+def packed_fetch(
+    ctx: PartitionCtx,
+    gathered: Val,
+    dim: int,
+    axes: DimAxes,
+    packing: Packing,
+    part: int,
+    ex: Exchange,
+) -> Fetch:
+    """A round's piece of exchange `part` for this device, cut from its
+    source's contribution in `gathered` (a block that takes none in the
+    round cuts its own: the caller masks or discards it)."""
+    blocks = ctx.block_of_position(axes)
+    total = packing.total
+    index = {r.shift: k for k, r in enumerate(ex.rounds)}
 
     def fetch(r: Round) -> Val:
-        source = [(i + r.shift if r.dst[i] >= 0 else i) for i in blocks]
-        return _cut(
-            ctx, edges, dim, [j * total + at[r.shift] for j in source], r.length
-        )
+        k = index[r.shift]
+        starts = []
+        for i in blocks:
+            if r.dst[i] >= 0:
+                j = i + r.shift
+                starts.append(j * total + packing.at[(part, k, j)])
+            else:
+                starts.append(i * total)  # junk, masked or discarded
+        return cut_along(ctx, gathered, dim, starts, r.length)
 
     return fetch
 
@@ -395,7 +527,7 @@ def _sources_cut(ex: Exchange, r: Round, blocks: Sequence[int]) -> list[int]:
     return [r.src[j] for j in blocks]
 
 
-def _cut(
+def cut_along(
     ctx: PartitionCtx, x: Val, dim: int, starts: Sequence[int], length: int
 ) -> Val:
     """`length` positions of `x` along `dim` from `starts[p]` on the device
@@ -527,7 +659,7 @@ def _window_into_buffer(
     zero = ctx.const_i32(0)
     for r in ex.rounds:
         if r.shift == 0:
-            piece = _cut(ctx, x, dim, [r.src[j] for j in blocks], r.length)
+            piece = cut_along(ctx, x, dim, [r.src[j] for j in blocks], r.length)
         else:
             piece = fetch(r)
         put_at = ctx.per_position([max(r.dst[i], 0) for i in blocks])

@@ -11,10 +11,11 @@ import pytest
 
 from meshjit.passes.partitioner.halo import (
     Exchange,
+    Packing,
     Window,
     WindowPlan,
-    edges_offsets,
     output_parallel,
+    pack_pieces,
     plan_exchange,
     plan_window,
     window_split,
@@ -90,67 +91,51 @@ def _raw_window(x: np.ndarray, plan: WindowPlan, ex: Exchange, i: int) -> np.nda
     return buf[ex.margin : ex.margin + plan.length]
 
 
-def _edges_window(x: np.ndarray, plan: WindowPlan, ex: Exchange, i: int) -> np.ndarray:
-    """Block i's window as the gather of the pieces builds it: every block
-    contributes the pieces it sends in the remote rounds, concatenated in
-    round order; block i cuts each round's piece from its source's
-    contribution (its own where it takes none) and concatenates the pieces
-    (static pieces) or writes them into its buffer. Every cut and write must
-    lie inside its array (the IR's dynamic slices would clamp it silently)."""
-    n, block = plan.n, plan.block
-    padded = np.concatenate([x, np.full(block * n - len(x), GARBAGE)])
-    blocks = [padded[j * block : (j + 1) * block] for j in range(n)]
-    remote = [r for r in ex.rounds if r.shift != 0]
-    total = ex.moved_elements()
+def _blocks_of(x: np.ndarray, plan: WindowPlan) -> list[np.ndarray]:
+    padded = np.concatenate([x, np.full(plan.block * plan.n - len(x), GARBAGE)])
+    return [padded[j * plan.block : (j + 1) * plan.block] for j in range(plan.n)]
+
+
+def _check_packed(
+    xs: list[np.ndarray], plans: list[WindowPlan], exchanges: list[Exchange]
+) -> Packing:
+    """One all-gather of the packed pieces, simulated: every block fills its
+    slots (every cut inside its block), the contributions are gathered, and
+    every round's piece a target cuts from its source's contribution is
+    exactly the piece a collective-permute would bring it; the cuts of
+    blocks that take nothing stay inside the gathered array too (the IR's
+    dynamic slices would clamp them silently)."""
+    n = plans[0].n
+    packing = pack_pieces(tuple(exchanges), tuple(p.block for p in plans), n)
+    assert packing is not None
+    blocks = [_blocks_of(x, plan) for x, plan in zip(xs, plans, strict=True)]
     contributed = []
     for j in range(n):
-        parts = []
-        for r in remote:
-            at = r.src[r.targets[0] + r.shift] if ex.uniform else r.src[j]
-            parts.append(blocks[j][at : at + r.length])
-            assert len(parts[-1]) == r.length
-        contributed.append(np.concatenate(parts))
+        slots = []
+        for length, fills in zip(packing.lengths, packing.fills, strict=True):
+            fill = fills[j] or next(f for f in fills if f is not None)
+            part, at = fill
+            assert at >= 0
+            assert at + length <= plans[part].block
+            slots.append(blocks[part][j][at : at + length])
+        contributed.append(np.concatenate(slots))
     gathered = np.concatenate(contributed)
+    total = packing.total
     assert len(gathered) == n * total
-    offsets = edges_offsets(ex)
-
-    def taken(k: int) -> np.ndarray:
-        r = ex.rounds[k]
-        source = i + r.shift if r.dst[i] >= 0 else i
-        start = source * total + offsets[k]
-        return gathered[start : start + r.length]
-
-    if ex.uniform:
-        parts = []
-        covered = 0
-        for k, r in enumerate(ex.rounds):
-            at = r.dst[r.targets[0]]
-            parts.append(np.full(at - covered, PAD))
-            if r.shift == 0:
-                source = r.targets[0]
-                parts.append(blocks[i][r.src[source] : r.src[source] + r.length])
-            else:
-                parts.append(taken(k))
-            covered = at + r.length
-        parts.append(np.full(plan.length - covered, PAD))
-        got = np.concatenate(parts)
-    else:
-        buf = np.full(plan.length + 2 * ex.margin, PAD)
+    for part, ex in enumerate(exchanges):
         for k, r in enumerate(ex.rounds):
             if r.shift == 0:
-                piece = blocks[i][r.src[i] : r.src[i] + r.length]
-            else:
-                piece = taken(k)
-            assert len(piece) == r.length
-            put = max(r.dst[i], 0)
-            assert put + len(piece) <= len(buf)
-            if r.dst[i] < 0:
-                assert put + len(piece) <= ex.margin  # junk stays in the margin
-            buf[put : put + len(piece)] = piece
-        got = buf[ex.margin : ex.margin + plan.length]
-    assert len(got) == plan.length
-    position = plan.first(i) + np.arange(plan.length)
-    return np.where((position >= 0) & (position < plan.size), got, PAD)
+                continue
+            for i in range(n):
+                if r.dst[i] < 0:
+                    assert i * total + r.length <= len(gathered)
+                    continue
+                j = i + r.shift
+                start = j * total + packing.at[(part, k, j)]
+                got = gathered[start : start + r.length]
+                want = blocks[part][j][r.src[j] : r.src[j] + r.length]
+                np.testing.assert_array_equal(got, want)
+    return packing
 
 
 def _check_output_parallel(w: Window, n: int) -> bool:
@@ -161,19 +146,17 @@ def _check_output_parallel(w: Window, n: int) -> bool:
     want = _windows(x, w.window, w.stride, w.low, w.high, w.base, w.dilation)
     ex = plan_exchange(plan)
     m = -(-w.out_size // n)
+    if ex.remote_rounds:  # the same pieces from one gather of the pieces
+        packing = _check_packed([x], [plan], [ex])
+        assert packing.total <= ex.moved_elements()
     for i in range(n):
-        locals_ = [_build_window(x, plan, ex, i)]
-        if ex.remote_rounds:  # the same window from one gather of the pieces
-            locals_.append(_edges_window(x, plan, ex, i))
-        for local in locals_:
-            got = _windows(
-                local, w.window, w.stride, plan.low, plan.high, w.base, w.dilation
-            )
-            assert len(got) == m
-            valid = want[i * m : (i + 1) * m]  # the last blocks' extras: padding
-            np.testing.assert_array_equal(
-                got[: len(valid)], valid, err_msg=f"block {i}"
-            )
+        local = _build_window(x, plan, ex, i)
+        got = _windows(
+            local, w.window, w.stride, plan.low, plan.high, w.base, w.dilation
+        )
+        assert len(got) == m
+        valid = want[i * m : (i + 1) * m]  # the last blocks' extras: padding
+        np.testing.assert_array_equal(got[: len(valid)], valid, err_msg=f"block {i}")
     return True
 
 
@@ -389,3 +372,71 @@ def test_pieces_as_large_as_a_block_are_gathered_whole() -> None:
     assert plan_exchange(plan).moved_elements() >= plan.block
     model = CostModel(latency=1e-4, bandwidth=1e9, flops=1e12, memory_bandwidth=1e12)
     assert choose_exchange(plan, 64, model).way == GATHER
+
+
+def _concat_plans(sizes: tuple[int, ...], n: int) -> list[WindowPlan] | None:
+    """The windows of a concatenate's operands along its split dim (as
+    `movement.concatenate` sets them up)."""
+    total = sum(sizes)
+    plans = []
+    offset = 0
+    for size in sizes:
+        plan = output_parallel(Window(size, 1, 1, offset, total - offset - size), n)
+        if plan is None:
+            return None
+        plans.append(plan)
+        offset += size
+    return plans
+
+
+def test_fused_projection_pieces_pack_into_two_blocks_of_a_third() -> None:
+    """GPT-2's fused QKV gradient: dq, dk, dv (128 each, blocks of 32 over 4)
+    concatenated into 384 split 4 (blocks of 96). Every block sends two
+    32-element pieces (one of them stays home), so one gather of the pieces
+    sends 3 x 64 per device, against 3 x 96 x 3 for gathering the three."""
+    plans = _concat_plans((128, 128, 128), 4)
+    assert plans is not None
+    exs = [plan_exchange(p) for p in plans]
+    xs = [np.arange(128.0) + 1 + 1000 * k for k in range(3)]
+    packing = _check_packed(xs, plans, exs)
+    assert packing.lengths == (32, 32)
+    assert packing.total == 64
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_concatenate_and_sibling_slices_pack_every_piece(n: int) -> None:
+    """Concatenates of 2-4 operands and sets of slices of one value, every
+    piece cut from the packed gather is the piece a permute would bring; the
+    packing never sends more than the rounds' pieces side by side."""
+    checked = 0
+    for sizes in itertools.product((4, 8, 12, 24), repeat=3):
+        for count in (2, 3):
+            plans = _concat_plans(sizes[:count], n)
+            if plans is None:
+                continue
+            exs = [plan_exchange(p) for p in plans]
+            if not any(ex.remote_rounds for ex in exs):
+                continue
+            xs = [
+                np.arange(p.size, dtype=float) + 1 + 100 * k
+                for k, p in enumerate(plans)
+            ]
+            packing = _check_packed(xs, plans, exs)
+            assert packing.total <= sum(ex.moved_elements() for ex in exs)
+            checked += 1
+    # slices of one value: [0:a), [a:b), [b:size) with strides 1 and 2
+    for size, cuts, stride in itertools.product((24, 48), ((8, 16), (4, 20)), (1, 2)):
+        bounds = (0, *cuts, size)
+        plans = []
+        for lo, hi in itertools.pairwise(bounds):
+            plan = output_parallel(Window(size, 1, stride, -lo, hi - size), n)
+            if plan is not None:
+                plans.append(plan)
+        if len(plans) < 2 or len({p.n for p in plans}) != 1:
+            continue
+        exs = [plan_exchange(p) for p in plans]
+        if any(ex.remote_rounds for ex in exs):
+            x = np.arange(size, dtype=float) + 1
+            _check_packed([x] * len(plans), plans, exs)
+            checked += 1
+    assert checked > 20

@@ -310,3 +310,37 @@ def test_data_movement_along_split_dim(name: str, mesh: str, spec: P) -> None:
     ways = 8 if mesh == "8" else 4
     out_spec = spec if out.shape[1] % ways == 0 else P(spec[0])
     run(fn, [x], mesh, [spec], out_spec)
+
+
+@pytest.mark.parametrize("mesh", ["8", "2x4"])
+def test_fused_projection_gradient_concatenates_from_one_gather_of_the_pieces(
+    mesh: str,
+) -> None:
+    """dq, dk, dv split along the features, concatenated into a fused QKV
+    gradient split the same way (GPT-2's backward): each device sends only
+    the pieces of its three blocks that land in another device's block of
+    the result, all in one all-gather, instead of gathering the three: over
+    4 devices two blocks' worth each (one of its three stays home), over 8
+    as many bytes as the three gathers, in one launch."""
+    spec = P(None, "x") if mesh == "8" else P("x", "y")
+    ways = 8 if mesh == "8" else 4
+    args = [rand(8, 32, seed=k) for k in range(3)]
+    compiled = run(
+        lambda q, k, v: jnp.concatenate([q, 2 * k, v], axis=1),
+        args,
+        mesh,
+        [spec] * 3,
+        spec,
+    )
+    (c,) = compiled.partition_report.collectives
+    assert c.kind == "all-gather"
+    assert "operands along dim 1" in c.reason
+    rows = 8 if mesh == "8" else 4
+    block = 32 // ways  # columns of one operand's block
+    gathered_three = 3 * (ways - 1) * block * rows * 4
+    if ways == 4:
+        assert c.bytes_per_device == (ways - 1) * 2 * block * rows * 4
+    else:
+        assert c.bytes_per_device == gathered_three
+    remarks = [r.message for r in compiled.partition_report.remarks]
+    assert any("one all-gather of every operand's pieces" in m for m in remarks)
