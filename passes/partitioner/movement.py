@@ -38,14 +38,12 @@ from meshjit.passes.partitioner.local import (
 )
 from meshjit.passes.partitioner.memory import fmt_bytes
 from meshjit.passes.partitioner.windows import (
-    Fetch,
-    cut_along,
-    fetch_packed,
+    assemble,
     gather_pieces,
     gather_window,
     ints,
     joint_choice,
-    packed_fetch,
+    piece_origin,
     whole_where_gathered,
 )
 
@@ -172,13 +170,14 @@ def _joined(ctx: PartitionCtx, node: Node, group: _SliceGroup) -> bool:
     return True
 
 
-def _group_fetch(ctx: PartitionCtx, node: Node, group: _SliceGroup, x: Val) -> Fetch:
-    """This slice's pieces from the group's one all-gather (gathered from
-    `x`, the value's local block, at the group's first slice)."""
+def _group_block(ctx: PartitionCtx, node: Node, group: _SliceGroup, x: Val) -> Val:
+    """This slice's result block, assembled (`assemble`) from the value's
+    local block `x` and the group's one all-gather of the pieces (made at
+    the group's first slice)."""
     exchanges = [plan_exchange(p) for p in group.plans]
     key = _group_key(ctx, group, node.operands[0])
-    gathered = ctx.scope.cached(key)
-    if gathered is None:
+    source = ctx.scope.cached(key)  # the local block, then the gathered pieces
+    if source is None:
         why = (node.op, node.loc, f"{len(group.members)} slices along dim {group.dim}")
         gathered = gather_pieces(
             ctx,
@@ -189,17 +188,35 @@ def _group_fetch(ctx: PartitionCtx, node: Node, group: _SliceGroup, x: Val) -> F
             group.choice.packing,
             why,
         )
-        ctx.scope.cache[key] = gathered
+        source = ctx.b.concatenate([x, gathered], group.dim)
+        ctx.scope.cache[key] = source
     part = group.members.index(node.id)
-    return packed_fetch(
-        ctx,
-        gathered,
-        group.dim,
-        group.axes,
-        group.choice.packing,
-        part,
-        exchanges[part],
-    )
+    plan = group.plans[part]
+    start = ints(node.attrs.get("start_indices"))[group.dim]
+    strides = ints(node.attrs.get("strides"))
+    stride = strides[group.dim] if strides else 1
+    out = (ctx.graph.value(node.results[0]).shape or ())[group.dim]
+    n = plan.n
+    m = -(-out // n)  # outputs per block
+    block = plan.block
+    total = group.choice.packing.total
+    origin: list[list[int | None]] = []
+    for i in range(n):
+        row: list[int | None] = []
+        for p in range(m):
+            if i * m + p >= out:
+                row.append(None)  # the result's padding
+                continue
+            j, at = divmod(start + (i * m + p) * stride, block)
+            if j == i:
+                row.append(at)
+            else:
+                inside = piece_origin(
+                    group.choice.packing, exchanges[part], part, i, j, at
+                )
+                row.append(block + j * total + inside)
+        origin.append(row)
+    return assemble(ctx, [source], group.dim, group.axes, m, origin)
 
 
 def slice_(node: Node, ctx: PartitionCtx) -> None:
@@ -234,6 +251,9 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
         factors = choose_factors(ctx, node, rule, limits)
         factors = whole_where_gathered(ctx, node, rule, limits, factors)
     lop = prepare(ctx, node, rule, limits, factors)
+    if group is not None:
+        finish(ctx, node, lop, [_group_block(ctx, node, group, lop.operands[0])])
+        return
     lay = project(rule.operands[0], lop.factors, ctx.mesh)
     local = ctx.local_shape(operand, lay)
     for d, axes in enumerate(lay):
@@ -246,12 +266,7 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
         plans = w.plans(span(axes, ctx.mesh))
         assert plans is not None
         (plan,) = plans
-        fetch = None
-        if group is not None:
-            fetch = _group_fetch(ctx, node, group, lop.operands[0])
-        lop.operands[0] = gather_window(
-            ctx, node, lop, 0, w.dim, axes, plan, None, fetch
-        )
+        lop.operands[0] = gather_window(ctx, node, lop, 0, w.dim, axes, plan, None)
         starts[w.dim], stops[w.dim] = 0, plan.length
     lop.attrs["start_indices"] = i64_array(starts)
     lop.attrs["limit_indices"] = i64_array(stops)
@@ -456,7 +471,7 @@ def concatenate(node: Node, ctx: PartitionCtx) -> None:
     assert plans is not None
     if joint is not None:
         xs = [lop.operands[k] for k, _ in w.windows]
-        block = _block_from_pieces(ctx, node, xs, dim, axes, plans, joint, total)
+        block = _block_from_pieces(ctx, node, xs, dim, axes, plans, joint, sizes)
         finish(ctx, node, lop, [block])
         return
     b = ctx.b
@@ -487,19 +502,13 @@ def _block_from_pieces(
     axes: DimAxes,
     plans: Sequence[WindowPlan],
     joint: JointChoice,
-    total: int,
+    sizes: Sequence[int],
 ) -> Val:
     """The result block of a concatenate whose operands' pieces come from one
-    all-gather: every piece (local or fetched) written where it lands in the
-    block, operand after operand, into one buffer (with a margin where
-    pieces cut whole from their source block reach past the block; a block
-    that takes nothing in a round writes back what it holds). A piece holds
-    only its operand's values, except past the end of an uneven operand's
-    last block, where a later operand's pieces (or the result's own
-    padding) overwrite it."""
-    b = ctx.b
+    all-gather, assembled from this device's operand blocks and the
+    gathered contributions (`assemble`)."""
     exchanges = [plan_exchange(p) for p in plans]
-    fetches = fetch_packed(
+    gathered = gather_pieces(
         ctx,
         xs,
         dim,
@@ -508,57 +517,29 @@ def _block_from_pieces(
         joint.packing,
         (node.op, node.loc, f"operands along dim {dim}"),
     )
-    blocks = ctx.block_of_position(axes)
+    n = plans[0].n
     length = plans[0].length  # the result's block
-    # where each round's piece lands in the block, per target block
-    lands = [
-        [
-            [r.dst[i] - (0 if ex.uniform else ex.margin) for i in range(len(r.dst))]
-            for r in ex.rounds
-        ]
-        for ex in exchanges
-    ]
-    placed = [
-        (where, r.length)
-        for ex, by_round in zip(exchanges, lands, strict=True)
-        for r, wheres in zip(ex.rounds, by_round, strict=True)
-        for i, where in enumerate(wheres)
-        if r.dst[i] >= 0
-    ]
-    low = max(0, max(-where for where, _ in placed))
-    high = max(0, max(where + n - length for where, n in placed))
-    shape = list(xs[0].ty.shape or ())
-    full = list(shape)
-    full[dim] = low + length + high
-    buffer = b.zeros(xs[0].ty.with_shape(full))
-    zero = ctx.const_i32(0)
-    for x, ex, fetch, by_round in zip(xs, exchanges, fetches, lands, strict=True):
-        for r, wheres in zip(ex.rounds, by_round, strict=True):
-            if r.shift == 0:
-                piece = cut_along(ctx, x, dim, [r.src[i] for i in blocks], r.length)
+    local = [p.block for p in plans]
+    bases = [sum(local[:k]) for k in range(len(local) + 1)]  # then the gathered
+    total = joint.packing.total
+    starts = [sum(sizes[:k]) for k in range(len(sizes))]
+    origin: list[list[int | None]] = []
+    for i in range(n):
+        row: list[int | None] = []
+        for p in range(length):
+            g = i * length + p
+            k = next((k for k in range(len(sizes)) if g < starts[k] + sizes[k]), -1)
+            if k < 0:
+                row.append(None)  # the result's padding
+                continue
+            j, at = divmod(g - starts[k], local[k])
+            if j == i:
+                row.append(bases[k] + at)
             else:
-                piece = fetch(r)
-            put = [wheres[i] + low if r.dst[i] >= 0 else low for i in blocks]
-            where = ctx.per_position(put)
-            at = [where if d == dim else zero for d in range(len(shape))]
-            if len(r.targets) < len(r.dst):
-                # a block that takes nothing in this round writes back what
-                # its buffer holds there
-                takes = ctx.per_position([int(r.dst[i] >= 0) for i in blocks])
-                held = b.dynamic_slice(buffer, at, list(piece.ty.shape or ()))
-                taken = b.compare(takes, ctx.const_i32(1), "EQ")
-                piece = b.select(taken, piece, held)
-            buffer = b.dynamic_update_slice(buffer, piece, at)
-    out = b.slice_dim(buffer, dim, low, length) if low or high else buffer
-    if total % plans[0].n:  # the result's padding: zeros, not junk
-        index_ty = out.ty.with_dtype("i32")
-        first = ctx.dim_offset(axes, length)
-        position = b.binary(
-            "stablehlo.add", b.iota(index_ty, dim), b.broadcast(first, index_ty)
-        )
-        inside = b.compare(position, b.splat(index_ty, str(total)), "LT")
-        out = b.select(inside, out, b.zeros(out.ty))
-    return out
+                inside = piece_origin(joint.packing, exchanges[k], k, i, j, at)
+                row.append(bases[-1] + j * total + inside)
+        origin.append(row)
+    return assemble(ctx, [*xs, gathered], dim, axes, length, origin)
 
 
 def reverse(node: Node, ctx: PartitionCtx) -> None:

@@ -11,6 +11,7 @@ all-gather and a local slice where the cost model says that is cheaper
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -92,20 +93,15 @@ def gather_window(
     axes: DimAxes,
     plan: WindowPlan,
     pad: Val | None,
-    fetch: Fetch | None = None,
 ) -> Val:
     """This device's window of operand `k`, split in blocks along `dim` over
     `axes` (or whole along `dim`: the window is cut locally): positions
-    outside the operand hold `pad` (None: zero). `fetch`: the remote pieces
-    come from there (a gather of several windows' pieces, `fetch_packed`)
-    rather than the way the cost model picks for this window alone."""
+    outside the operand hold `pad` (None: zero)."""
     x = lop.operands[k]
     first = k not in lop.windowed
     lop.windowed.add(k)
     if (k, dim) in lop.whole:
         return _cut_window(ctx, x, dim, axes, plan, pad)
-    if fetch is not None:
-        return _build_window(ctx, x, dim, axes, plan, pad, fetch, junk=True)
     reason = f"operand {k} window along dim {dim}"
     why = (node.op, node.loc, reason)
     choice = window_choice(ctx, x, dim, plan)
@@ -165,7 +161,7 @@ def gather_window(
         )
     ex = plan_exchange(plan)
     if exchange == EDGES:
-        (fetch,) = fetch_packed(ctx, [x], dim, axes, [ex], _packing_of(plan), why)
+        fetch = fetch_packed(ctx, x, dim, axes, ex, _packing_of(plan), why)
     else:
         fetch = _fetch_by_permute(ctx, x, dim, axes, ex, why)
     return _build_window(ctx, x, dim, axes, plan, pad, fetch, exchange == EDGES)
@@ -414,21 +410,35 @@ def _fetch_by_permute(
 
 def fetch_packed(
     ctx: PartitionCtx,
-    xs: Sequence[Val],
+    x: Val,
     dim: int,
     axes: DimAxes,
-    exchanges: Sequence[Exchange],
+    ex: Exchange,
     packing: Packing,
     why: Why,
-) -> list[Fetch]:
-    """One all-gather of what every block sends in the remote rounds of the
-    exchanges (of windows of `xs[part]`), packed into slots (`pack_pieces`);
-    one fetch per exchange."""
-    gathered = gather_pieces(ctx, xs, dim, axes, exchanges, packing, why)
-    return [
-        packed_fetch(ctx, gathered, dim, axes, packing, part, ex)
-        for part, ex in enumerate(exchanges)
-    ]
+) -> Fetch:
+    """One all-gather of what every block sends in the remote rounds of `ex`
+    (a window of `x`), packed into slots (`pack_pieces`); a round's piece
+    for this device is cut from its source's contribution (a block that
+    takes none in the round cuts its own: the caller masks or discards
+    it)."""
+    gathered = gather_pieces(ctx, [x], dim, axes, [ex], packing, why)
+    blocks = ctx.block_of_position(axes)
+    total = packing.total
+    index = {r.shift: k for k, r in enumerate(ex.rounds)}
+
+    def fetch(r: Round) -> Val:
+        k = index[r.shift]
+        starts = []
+        for i in blocks:
+            if r.dst[i] >= 0:
+                j = i + r.shift
+                starts.append(j * total + packing.at[(0, k, j)])
+            else:
+                starts.append(i * total)  # junk, masked or discarded
+        return cut_along(ctx, gathered, dim, starts, r.length)
+
+    return fetch
 
 
 def gather_pieces(
@@ -489,34 +499,66 @@ def gather_pieces(
     return b.all_gather(sent, dim, ctx.groups(axes), sent.ty.with_shape(shape))
 
 
-def packed_fetch(
+def piece_origin(
+    packing: Packing, ex: Exchange, part: int, i: int, j: int, at: int
+) -> int:
+    """Where position `at` of block j's block of part `part` lies in what
+    block j contributes to the gather of the packed pieces, for target
+    block i (the piece of the round that brings block j's positions to
+    block i holds it)."""
+    for k, r in enumerate(ex.rounds):
+        if r.shift == j - i and r.dst[i] >= 0:
+            start = r.src[j]
+            assert start <= at < start + r.length
+            return packing.at[(part, k, j)] + at - start
+    raise AssertionError(f"block {i} takes nothing from block {j}")
+
+
+def assemble(
     ctx: PartitionCtx,
-    gathered: Val,
+    parts: Sequence[Val],
     dim: int,
     axes: DimAxes,
-    packing: Packing,
-    part: int,
-    ex: Exchange,
-) -> Fetch:
-    """A round's piece of exchange `part` for this device, cut from its
-    source's contribution in `gathered` (a block that takes none in the
-    round cuts its own: the caller masks or discards it)."""
+    length: int,
+    origin: Sequence[Sequence[int | None]],
+) -> Val:
+    """A block of `length` positions along `dim` whose position p on block i
+    is position `origin[i][p]` of the parts concatenated along `dim` (None:
+    any). Positions that follow each other in the source on every block
+    form one segment: one cut at per-device offsets each, concatenated. (A
+    block assembled so takes a few kernels, where writing every piece into
+    a buffer takes one per piece: XLA's compile time counts.)"""
+    b = ctx.b
+    source = parts[0] if len(parts) == 1 else b.concatenate(list(parts), dim)
+    size = full_size(source, dim)
+    filled = [_fill_origin(list(o), size) for o in origin]
+    bounds = [0]
+    for p in range(1, length):
+        if any(o[p] != o[p - 1] + 1 for o in filled):
+            bounds.append(p)
+    bounds.append(length)
     blocks = ctx.block_of_position(axes)
-    total = packing.total
-    index = {r.shift: k for k, r in enumerate(ex.rounds)}
+    pieces = [
+        cut_along(ctx, source, dim, [filled[i][lo] for i in blocks], hi - lo)
+        for lo, hi in itertools.pairwise(bounds)
+    ]
+    return pieces[0] if len(pieces) == 1 else b.concatenate(pieces, dim)
 
-    def fetch(r: Round) -> Val:
-        k = index[r.shift]
-        starts = []
-        for i in blocks:
-            if r.dst[i] >= 0:
-                j = i + r.shift
-                starts.append(j * total + packing.at[(part, k, j)])
-            else:
-                starts.append(i * total)  # junk, masked or discarded
-        return cut_along(ctx, gathered, dim, starts, r.length)
 
-    return fetch
+def _fill_origin(origin: list[int | None], size: int) -> list[int]:
+    """Positions anything may fill continue the segment before them (or
+    start the one after them), inside [0, size)."""
+    out: list[int] = []
+    for p, o in enumerate(origin):
+        if o is not None:
+            out.append(o)
+        elif out and out[-1] + 1 < size:
+            out.append(out[-1] + 1)
+        else:
+            known = [(q - p, v) for q, v in enumerate(origin[p:], p) if v is not None]
+            ahead, value = known[0] if known else (0, 0)
+            out.append(value - ahead if value >= ahead else 0)
+    return out
 
 
 def _sources_cut(ex: Exchange, r: Round, blocks: Sequence[int]) -> list[int]:

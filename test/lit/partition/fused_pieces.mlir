@@ -29,9 +29,16 @@ func.func public @qkv(%p: tensor<8x384xf32> {sdy.sharding = #sdy.sharding<@mesh,
 // IR: %[[AT0:.+]] = stablehlo.constant dense<[64, 0, 32, 32]> : tensor<4xi32>
 // IR: %[[AT1:.+]] = stablehlo.constant dense<[32, 32, 64, 0]> : tensor<4xi32>
 // IR: %[[MINE:.+]] = stablehlo.concatenate {{.*}} -> tensor<8x64xf32>
-// IR: "stablehlo.all_gather"(%[[MINE]]) {{.*}} : (tensor<8x64xf32>) -> tensor<8x256xf32>
+// IR: %[[ALL:.+]] = "stablehlo.all_gather"(%[[MINE]]) {{.*}} : (tensor<8x64xf32>) -> tensor<8x256xf32>
+// IR: %[[SOURCE:.+]] = stablehlo.concatenate %arg1, %[[ALL]], dim = 1 : (tensor<8x96xf32>, tensor<8x256xf32>) -> tensor<8x352xf32>
+// Each result block is one cut of the device's block and the gathered
+// pieces: q0 from block 0's own columns, q1 from block 0's first slot, ...
+// IR: stablehlo.constant dense<[0, 128, 96, 160]> : tensor<4xi32>
+// IR: %[[Q:.+]] = stablehlo.dynamic_slice %[[SOURCE]], {{.*}} sizes = [8, 32]
+// IR: %[[K:.+]] = stablehlo.dynamic_slice %[[SOURCE]], {{.*}} sizes = [8, 32]
+// IR: %[[V:.+]] = stablehlo.dynamic_slice %[[SOURCE]], {{.*}} sizes = [8, 32]
 // IR-NOT: all_gather
-// IR: sdy.return
+// IR: sdy.return %[[Q]], %[[K]], %[[V]]
 
 // -----
 
@@ -46,13 +53,16 @@ func.func public @grad(%q: tensor<8x128xf32> {sdy.sharding = #sdy.sharding<@mesh
 // CHECK-NEXT: total: 1 collectives (all-gather x1), 6144 B per device
 
 // Each device's contribution picks, per slot, the operand block it sends
-// there; the result block (96 columns) is written piece by piece (a device
-// that takes nothing in a round writes back what it holds).
+// there; the result block (96 columns) is three cuts of the device's own
+// operand blocks and the gathered pieces, side by side (block 0: dq0 of its
+// own, dq1 and dq2 from the gathered).
 // IR-LABEL: func.func public @grad
 // IR: %[[MINE:.+]] = stablehlo.concatenate {{.*}} -> tensor<8x64xf32>
 // IR: %[[ALL:.+]] = "stablehlo.all_gather"(%[[MINE]]) {{.*}} -> tensor<8x256xf32>
-// IR: %[[ZEROS:.+]] = stablehlo.constant dense<0.000000e+00> : tensor<8x96xf32>
-// IR: stablehlo.dynamic_update_slice %[[ZEROS]]
-// IR-COUNT-8: stablehlo.dynamic_update_slice
-// IR-NOT: stablehlo.dynamic_update_slice
-// IR: sdy.return {{.*}} : tensor<8x96xf32>
+// IR: %[[SOURCE:.+]] = stablehlo.concatenate %arg3, %arg4, %arg5, %[[ALL]], dim = 1 : {{.*}} -> tensor<8x352xf32>
+// IR: stablehlo.constant dense<[0, 288, 32, 192]> : tensor<4xi32>
+// IR: %[[A:.+]] = stablehlo.dynamic_slice %[[SOURCE]], {{.*}} sizes = [8, 32]
+// IR: %[[B:.+]] = stablehlo.dynamic_slice %[[SOURCE]], {{.*}} sizes = [8, 32]
+// IR: %[[C:.+]] = stablehlo.dynamic_slice %[[SOURCE]], {{.*}} sizes = [8, 32]
+// IR: %[[BLOCK:.+]] = stablehlo.concatenate %[[A]], %[[B]], %[[C]], dim = 1 : {{.*}} -> tensor<8x96xf32>
+// IR: sdy.return %[[BLOCK]] : tensor<8x96xf32>
