@@ -11,6 +11,7 @@ all-gather and a local slice where the cost model says that is cheaper
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -455,30 +456,21 @@ def gather_pieces(
     b = ctx.b
     blocks = ctx.block_of_position(axes)
     n = len(set(blocks))
-    slots = []
-    for length, fills in zip(packing.lengths, packing.fills, strict=True):
-        # parts that are one value (slices of it) are cut in one go
-        sources = sorted({xs[f[0]] for f in fills if f is not None})
-        slot = None
-        for x in sources:
-            # blocks that fill the slot from another value, or not at all,
-            # cut where the first of this value's does (a static slice where
-            # all of them cut at one offset)
-            mine = [f is not None and xs[f[0]] == x for f in fills]
-            default = next(f[1] for f, m in zip(fills, mine, strict=True) if m and f)
-            starts = [
-                f[1] if m and f is not None else default
-                for f, m in ((fills[i], mine[i]) for i in blocks)
-            ]
-            cut = cut_along(ctx, x, dim, starts, length)
-            if slot is None:
-                slot = cut
-                continue
-            which = ctx.per_position([int(mine[i]) for i in blocks])
-            slot = b.select(b.compare(which, ctx.const_i32(1), "EQ"), cut, slot)
-        assert slot is not None
-        slots.append(slot)
-    sent = slots[0] if len(slots) == 1 else b.concatenate(slots, dim)
+    values = list(dict.fromkeys(xs))  # parts that are one value: one source
+    sizes = [full_size(v, dim) for v in values]
+    base = {v: sum(sizes[:k]) for k, v in enumerate(values)}
+    origin: list[list[int | None]] = []
+    for i in range(n):
+        row: list[int | None] = []
+        for length, fills in zip(packing.lengths, packing.fills, strict=True):
+            fill = fills[i]
+            if fill is None:
+                row += [None] * length
+            else:
+                first = base[xs[fill[0]]] + fill[1]
+                row += range(first, first + length)
+        origin.append(row)
+    sent = assemble(ctx, values, dim, axes, packing.total, origin)
     shape = list(sent.ty.shape or ())
     nbytes = (n - 1) * math.prod(shape) * itemsize(sent.ty.dtype)
     op, loc, reason = why
@@ -531,7 +523,22 @@ def assemble(
     b = ctx.b
     source = parts[0] if len(parts) == 1 else b.concatenate(list(parts), dim)
     size = full_size(source, dim)
-    filled = [_fill_origin(list(o), size) for o in origin]
+    # a position any block may fill continues the block's run, or where it
+    # starts one, takes what most blocks take there (a cut where every block
+    # cuts at one offset is a static slice)
+    rows = [list(o) for o in origin]
+    for p in range(length):
+        known = collections.Counter(o[p] for o in rows if o[p] is not None)
+        common = known.most_common(1)[0][0] if known else None
+        for o in rows:
+            if o[p] is not None:
+                continue
+            before = o[p - 1] if p else None
+            if before is not None and before + 1 < size:
+                o[p] = before + 1
+            else:
+                o[p] = common
+    filled = [_fill_origin(o, size) for o in rows]
     bounds = [0]
     for p in range(1, length):
         if any(o[p] != o[p - 1] + 1 for o in filled):

@@ -489,7 +489,14 @@ class _Builder:
         start = self.draw(st.integers(0, n - 1))
         stop = self.draw(st.integers(start + 1, n))
         stride = self.draw(st.sampled_from([1, 2, 3]))
-        if self.draw(st.booleans()):
+        kind = self.draw(st.sampled_from(["slice", "dynamic", "parts"]))
+        parts = [k for k in (2, 3, 4) if n % k == 0]
+        if kind == "parts" and parts:
+            # a fused projection's pattern: cut into equal parts (sibling
+            # slices of one value), put back in another order (a concatenate)
+            k = self.one(parts)
+            expr = f"jnp.concatenate(jnp.split(v{a}, {k}, axis={d})[::-1], axis={d})"
+        elif kind != "dynamic":
             expr = f"jax.lax.slice_in_dim(v{a}, {start}, {stop}, {stride}, axis={d})"
         else:
             size = stop - start
