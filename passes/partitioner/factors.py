@@ -50,11 +50,15 @@ class WindowedFactor:
     dim: int  # the operands' windowed dim
     windows: tuple[tuple[int, Window], ...]  # (operand index, its window)
     by_kernel: bool = False  # a convolution split by kernel blocks
+    trim: bool = False  # data movement: padding outputs read nothing
 
     def plans(self, n: int) -> tuple[WindowPlan, ...] | None:
         out = []
         for _, w in self.windows:
-            plan = window_split(w, n) if self.by_kernel else output_parallel(w, n)
+            if self.by_kernel:
+                plan = window_split(w, n)
+            else:
+                plan = output_parallel(w, n, self.trim)
             if plan is None:
                 return None
             out.append(plan)

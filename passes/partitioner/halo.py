@@ -26,6 +26,7 @@ same pieces can instead come from one all-gather of what every block sends
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -70,6 +71,10 @@ class WindowPlan:
     high: int
     # Where each block's window starts, when not `start + i * step`.
     firsts: tuple[int, ...] = ()
+    # How much of each block's window its outputs read, when not all of it:
+    # the outputs past the op's end (an uneven split's padding) read nothing
+    # (data movement, whose padding outputs may hold anything).
+    needed: tuple[int, ...] = ()
 
     @property
     def block(self) -> int:
@@ -112,15 +117,25 @@ def plan_window(
 
 
 @functools.lru_cache(maxsize=4096)
-def output_parallel(w: Window, n: int) -> WindowPlan | None:
+def output_parallel(w: Window, n: int, trim: bool = False) -> WindowPlan | None:
     """Output split in n blocks: block i computes outputs [i*m, (i+1)*m)
-    (m = ceil(outputs / n): the last blocks' extra outputs are padding)."""
+    (m = ceil(outputs / n): the last blocks' extra outputs are padding).
+    `trim` (a slice or concatenate, window 1): the padding outputs read
+    nothing (`WindowPlan.needed`), so no block fetches input for them."""
     out = w.out_size
     if n <= 1 or out < 1:
         return None
     m = -(-out // n)
     length = (m - 1) * w.stride + (w.window - 1) * w.dilation + 1
-    return plan_window(w.size, n, m * w.stride, length, w.low, w.base)
+    plan = plan_window(w.size, n, m * w.stride, length, w.low, w.base)
+    if plan is None or not trim or out % n == 0 or w.window != 1 or w.base != 1:
+        return plan
+    needed = []
+    for i in range(n):
+        valid = max(0, min(m, out - i * m))
+        # the window's elements up to the last valid output's
+        needed.append(0 if valid == 0 else (valid - 1) * w.stride + 1 - plan.low)
+    return dataclasses.replace(plan, needed=tuple(max(0, k) for k in needed))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -181,7 +196,8 @@ def plan_exchange(plan: WindowPlan) -> Exchange:
     pieces: dict[int, dict[int, tuple[int, int]]] = {}  # shift -> target -> piece
     for i in range(n):
         lo = max(plan.first(i), 0)
-        hi = min(plan.first(i) + plan.length, plan.size)
+        reads = plan.needed[i] if plan.needed else plan.length
+        hi = min(plan.first(i) + reads, plan.size)
         if lo >= hi:
             continue
         for j in range(lo // block, (hi - 1) // block + 1):

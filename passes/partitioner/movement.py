@@ -111,7 +111,7 @@ def _slice_group(ctx: PartitionCtx, node: Node) -> _SliceGroup | None:
         ):
             continue
         cuts = _slice_windows(user, value.shape)
-        plan = output_parallel(cuts[0][1], n) if len(cuts) == 1 else None
+        plan = output_parallel(cuts[0][1], n, True) if len(cuts) == 1 else None
         if plan is None or cuts[0][0] != dim:
             continue
         members.append(uid)
@@ -235,7 +235,7 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
     windowed = []
     for d, window in _slice_windows(node, operand):
         windowed += [
-            WindowedFactor(f, d, ((0, window),))
+            WindowedFactor(f, d, ((0, window),), trim=True)
             for f in rule.operands[0][d]
             if rule.kind(f) is FactorKind.PERMUTATION
         ]
@@ -454,7 +454,7 @@ def concatenate(node: Node, ctx: PartitionCtx) -> None:
     factors = [
         f for f in rule.results[0][dim] if rule.kind(f) is not FactorKind.PASS_THROUGH
     ]
-    windowed = tuple(WindowedFactor(f, dim, tuple(windows)) for f in factors)
+    windowed = tuple(WindowedFactor(f, dim, tuple(windows), trim=True) for f in factors)
     limits = FactorLimits(windowed=windowed)
     chosen = choose_factors(ctx, node, rule, limits)
     joint = joint_choice(ctx, node, rule, limits, chosen)

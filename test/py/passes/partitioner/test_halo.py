@@ -440,3 +440,36 @@ def test_concatenate_and_sibling_slices_pack_every_piece(n: int) -> None:
             _check_packed([x] * len(plans), plans, exs)
             checked += 1
     assert checked > 20
+
+
+def test_padding_outputs_of_data_movement_fetch_nothing() -> None:
+    """Slices with an uneven result (`trim`): the blocks' padding outputs
+    read nothing, so the exchange moves no more than the untrimmed one (a
+    one-row slice of 16 rows over 4 blocks: nothing at all), and every valid
+    output still reads what the global slice reads."""
+    plan = output_parallel(Window(16, 1, 1, 0, -15), 4, True)
+    assert plan is not None
+    assert plan_exchange(plan).remote_rounds == 0
+    checked = 0
+    for size, start, stop, stride, n in itertools.product(
+        (12, 16, 24), (0, 1, 5), (1, 7, 12), (1, 2, 3), (2, 3, 4, 8)
+    ):
+        if stop <= start:
+            continue
+        w = Window(size, 1, stride, -start, stop - size)
+        trimmed = output_parallel(w, n, True)
+        whole = output_parallel(w, n)
+        if trimmed is None or whole is None:
+            continue
+        ex = plan_exchange(trimmed)
+        assert ex.moved_elements() <= plan_exchange(whole).moved_elements()
+        x = np.arange(size, dtype=float) + 1.0
+        want = x[start:stop:stride]
+        m = -(-len(want) // n)
+        for i in range(n):
+            local = _build_window(x, trimmed, ex, i)
+            got = local[::stride][:m]
+            valid = want[i * m : (i + 1) * m]
+            np.testing.assert_array_equal(got[: len(valid)], valid, err_msg=f"{w} {i}")
+        checked += 1
+    assert checked > 100
