@@ -435,7 +435,7 @@ def factor_cost(
         )
     for w in limits.windowed:
         if factors[w.factor]:
-            total += window_seconds(ctx, node, rule, factors, w, whole)
+            total += window_seconds(ctx, node, rule, factors, w, whole)[0]
     used = {a for f in factors for a in f}
     ways = math.prod(a.full_size(ctx.mesh) for a in used)
     flops, nbytes = ctx.work(node)
@@ -457,60 +457,41 @@ def window_seconds(
     factors: Sequence[DimAxes],
     w: WindowedFactor,
     whole: frozenset[tuple[int, int]],
-) -> float:
+) -> tuple[float, JointChoice | None]:
     """Estimated seconds of the window exchanges of a split windowed factor
-    (none for operands whole along the dim: they are cut locally)."""
+    (none for operands whole along the dim: they are cut locally), and, for
+    a factor with several windows (a concatenate's operands), the one
+    all-gather of all their pieces where the cost model prefers it to each
+    window's own way (`halo.choose_joint`; not where the windows differ in
+    what one position along the dim holds, an operand is whole along the
+    dim, or the result is returned whole along it)."""
     plans = w.plans(span(factors[w.factor], ctx.mesh))
     if plans is None:
-        return 0.0
-    joint = joint_windows(ctx, node, rule, factors, w, whole)
-    if joint is not None:
-        return joint.seconds
-    total = 0.0
-    for (k, _), plan in zip(w.windows, plans, strict=True):
-        v = ctx.graph.value(node.operands[k])
-        if v.shape is None or (k, w.dim) in whole:
-            continue
-        local = ctx.local_shape(v.shape, project(rule.operands[k], factors, ctx.mesh))
-        inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
-        total += choose_exchange(plan, inner * itemsize(v.dtype), ctx.cost).seconds
-    return total
-
-
-def joint_windows(
-    ctx: PartitionCtx,
-    node: Node,
-    rule: ShardingRule,
-    factors: Sequence[DimAxes],
-    w: WindowedFactor,
-    whole: frozenset[tuple[int, int]],
-) -> JointChoice | None:
-    """One all-gather of the pieces of every window of a split windowed
-    factor with several (a concatenate's operands), where the cost model
-    prefers it to each window's own way (`halo.choose_joint`); None where it
-    does not, or the windows differ in what one position along the dim
-    holds, or an operand is whole along the dim, or the result is returned
-    whole along it."""
-    plans = w.plans(span(factors[w.factor], ctx.mesh))
-    if plans is None or len(plans) < 2:
-        return None
-    for vid, tensor in zip(node.results, rule.results, strict=True):
-        dims = [d for d, fs in enumerate(tensor) if w.factor in fs]
-        if any(not lay[d] for lay in ctx.returned.get(vid, ()) for d in dims):
-            # returned whole along the dim: the windows' gathers of the dim
-            # make that copy too (the op runs whole on them)
-            return None
-    rows = set()
+        return 0.0, None
+    rows: list[int | None] = []  # bytes of one position along the dim
     for k, _ in w.windows:
         v = ctx.graph.value(node.operands[k])
         if v.shape is None or (k, w.dim) in whole:
-            return None
+            rows.append(None)
+            continue
         local = ctx.local_shape(v.shape, project(rule.operands[k], factors, ctx.mesh))
-        rows.add(
-            math.prod(n for d, n in enumerate(local) if d != w.dim) * itemsize(v.dtype)
-        )
-    if len(rows) != 1:
-        return None
-    values = tuple(node.operands[k] for k, _ in w.windows)
-    choice = choose_joint(plans, rows.pop(), ctx.cost, values)
-    return choice if choice is not None and choice.taken else None
+        inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
+        rows.append(inner * itemsize(v.dtype))
+    returned_whole = any(
+        not lay[d]
+        for vid, tensor in zip(node.results, rule.results, strict=True)
+        for lay in ctx.returned.get(vid, ())
+        for d, fs in enumerate(tensor)
+        if w.factor in fs
+    )
+    if len(plans) > 1 and len(set(rows)) == 1 and rows[0] and not returned_whole:
+        # (returned whole: the windows' gathers of the dim make that copy)
+        values = tuple(node.operands[k] for k, _ in w.windows)
+        joint = choose_joint(plans, rows[0], ctx.cost, values)
+        if joint is not None and joint.taken:
+            return joint.seconds, joint
+    total = 0.0
+    for plan, row in zip(plans, rows, strict=True):
+        if row is not None:
+            total += choose_exchange(plan, row, ctx.cost).seconds
+    return total, None

@@ -33,8 +33,8 @@ from meshjit.passes.partitioner.factors import (
     FactorLimits,
     WindowedFactor,
     choose_factors,
-    joint_windows,
     operand_layouts,
+    window_seconds,
 )
 from meshjit.passes.partitioner.halo import (
     EDGES,
@@ -250,7 +250,7 @@ def joint_choice(
     if not axes:
         return None
     _, whole = operand_layouts(ctx, node, rule, factors, limits)
-    choice = joint_windows(ctx, node, rule, factors, w, whole)
+    _, choice = window_seconds(ctx, node, rule, factors, w, whole)
     if choice is None:
         return None
     what = (
