@@ -523,22 +523,7 @@ def assemble(
     b = ctx.b
     source = parts[0] if len(parts) == 1 else b.concatenate(list(parts), dim)
     size = full_size(source, dim)
-    # a position any block may fill continues the block's run, or where it
-    # starts one, takes what most blocks take there (a cut where every block
-    # cuts at one offset is a static slice)
-    rows = [list(o) for o in origin]
-    for p in range(length):
-        known = collections.Counter(o[p] for o in rows if o[p] is not None)
-        common = known.most_common(1)[0][0] if known else None
-        for o in rows:
-            if o[p] is not None:
-                continue
-            before = o[p - 1] if p else None
-            if before is not None and before + 1 < size:
-                o[p] = before + 1
-            else:
-                o[p] = common
-    filled = [_fill_origin(o, size) for o in rows]
+    filled = _origin_filled(origin, size)
     bounds = [0]
     for p in range(1, length):
         if any(o[p] != o[p - 1] + 1 for o in filled):
@@ -552,20 +537,28 @@ def assemble(
     return pieces[0] if len(pieces) == 1 else b.concatenate(pieces, dim)
 
 
-def _fill_origin(origin: list[int | None], size: int) -> list[int]:
-    """Positions anything may fill continue the segment before them (or
-    start the one after them), inside [0, size)."""
-    out: list[int] = []
-    for p, o in enumerate(origin):
-        if o is not None:
-            out.append(o)
-        elif out and out[-1] + 1 < size:
-            out.append(out[-1] + 1)
-        else:
-            known = [(q - p, v) for q, v in enumerate(origin[p:], p) if v is not None]
-            ahead, value = known[0] if known else (0, 0)
-            out.append(value - ahead if value >= ahead else 0)
-    return out
+def _origin_filled(
+    origin: Sequence[Sequence[int | None]], size: int
+) -> list[list[int]]:
+    """`origin` with every position any block may fill (None) set: it
+    continues the block's run, or where it cannot, takes what most blocks
+    take there (a cut where every block cuts at one offset is a static
+    slice), else 0."""
+    rows = [list(o) for o in origin]
+    for p in range(len(rows[0]) if rows else 0):
+        column = [o[p] for o in rows]
+        if None not in column:
+            continue
+        known = collections.Counter(v for v in column if v is not None)
+        common = known.most_common(1)[0][0] if known else 0
+        for o in rows:
+            if o[p] is None:
+                before = o[p - 1] if p else None
+                if before is not None and before + 1 < size:
+                    o[p] = before + 1
+                else:
+                    o[p] = common
+    return [[v if v is not None else 0 for v in o] for o in rows]
 
 
 def _sources_cut(ex: Exchange, r: Round, blocks: Sequence[int]) -> list[int]:

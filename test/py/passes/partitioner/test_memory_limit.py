@@ -165,63 +165,50 @@ def _compile(
     return compiled
 
 
+@pytest.mark.parametrize(
+    ("rows", "limit", "gathered", "refused"),
+    [
+        (
+            16,
+            "16KiB",
+            "",
+            "the gathered copy (12.00 KiB) would take the live values to 21.59 KiB "
+            "per device, above memory-limit 16.00 KiB",
+        ),
+        (
+            64,
+            "36KiB",
+            "the pieces from blocks -1, +1",
+            "exchanging the window's pieces rather than one all-gather of them: the "
+            "gathered copy (15.00 KiB) would take the live values to 39.59 KiB per "
+            "device, above memory-limit 36.00 KiB",
+        ),
+    ],
+    ids=["height16_gather_of_the_dim", "height64_gather_of_the_pieces"],
+)
 def test_a_stem_under_the_limit_exchanges_halos_and_matches(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, rows: int, limit: str, gathered: str, refused: str
 ) -> None:
-    """A 7x7/2 stem convolution and a 3x3/2 max pool with a height of 16
-    split 4 ways (halos of 3 and 2 rows around 4-row blocks, as long as a
+    """A 7x7/2 stem convolution and a 3x3/2 max pool with the height split 4
+    ways. Height 16 (halos of 3 and 2 rows around 4-row blocks, as long as a
     block together): unlimited, the stem's window comes by one all-gather of
-    the height (12 KiB per device), the cost model's faster way; under 16
-    KiB it comes by collective-permutes, and XLA's temporaries shrink with
-    it."""
-    free = _compile(monkeypatch, "")
+    the height (12 KiB per device), the cost model's faster way. Height 64
+    (16-row blocks): unlimited, its halos come in one all-gather of the
+    pieces (5 rows from each of 4 devices held: 15 KiB). Under the limit
+    that copy does not fit, the halos come by collective-permutes, and XLA's
+    temporaries shrink with it."""
+    free = _compile(monkeypatch, "", rows)
     assert [c.kind for c in free.partition_report.collectives] == [
         "all-gather",
         "collective-permute",
     ]
-    limited = _compile(monkeypatch, "16KiB")
+    assert gathered in free.partition_report.collectives[0].reason
+    limited = _compile(monkeypatch, limit, rows)
     assert [c.kind for c in limited.partition_report.collectives] == [
         "collective-permute"
     ] * 3
     remarks = [r.message for r in limited.partition_report.remarks]
-    assert any(
-        "the gathered copy (12.00 KiB) would take the live values to 21.59 KiB "
-        "per device, above memory-limit 16.00 KiB" in m
-        for m in remarks
-    ), remarks
-    temp = [
-        c.runtime_executable().get_compiled_memory_stats().temp_size_in_bytes
-        for c in (free, limited)
-    ]
-    assert temp[1] < temp[0], temp
-
-
-def test_gathered_pieces_over_the_limit_become_permutes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The stem over a height of 64 (16-row blocks, halos of 2 and 3 rows):
-    unlimited, its halos come in one all-gather of the pieces (5 rows from
-    each of 4 devices held: 15 KiB); under 36 KiB that copy does not fit and
-    the halos come by permutes, and XLA's temporaries shrink with it."""
-    free = _compile(monkeypatch, "", 64)
-    assert [c.kind for c in free.partition_report.collectives] == [
-        "all-gather",
-        "collective-permute",
-    ]
-    assert (
-        "the pieces from blocks -1, +1" in free.partition_report.collectives[0].reason
-    )
-    limited = _compile(monkeypatch, "36KiB", 64)
-    assert [c.kind for c in limited.partition_report.collectives] == [
-        "collective-permute"
-    ] * 3
-    remarks = [r.message for r in limited.partition_report.remarks]
-    assert any(
-        "exchanging the window's pieces rather than one all-gather of them: the "
-        "gathered copy (15.00 KiB) would take the live values to 39.59 KiB per "
-        "device, above memory-limit 36.00 KiB" in m
-        for m in remarks
-    ), remarks
+    assert any(refused in m for m in remarks), remarks
     temp = [
         c.runtime_executable().get_compiled_memory_stats().temp_size_in_bytes
         for c in (free, limited)
