@@ -8,6 +8,7 @@ builder) and binds the node's results with `ctx.bind_result`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +54,7 @@ from meshjit.passes.partitioner.cost import (
     op_flops,
     reshard_seconds,
 )
+from meshjit.passes.partitioner.halo import WindowPlan
 from meshjit.passes.partitioner.layouts import (
     axes_text,
     axis_text,
@@ -227,6 +229,24 @@ class PartitionCtx:
         if found is None:
             raise InternalError(f"partition: value {vid} used before it was emitted")
         return found
+
+    def has_window(
+        self, vid: int, layout: Layout, dim: int, axes: DimAxes, plan: WindowPlan
+    ) -> bool:
+        """Whether value `vid`, in `layout`, already has the window `plan`
+        reads along `dim` that a later op may reuse (`windows.gather_window`):
+        the cost model counts nothing for it. (Asked with zeros outside the
+        value: an op that fills a window reaching past it with another value,
+        a pool's init, may find it estimated free and exchange it anyway.)"""
+        if self.memory is not None:
+            return False  # windows are not reused under a memory limit
+        if layout == self.layout(vid) and vid not in self.deferred:
+            local = self.scope.lookup(vid)
+        else:
+            local = self.scope.cached(reshard_key(vid, layout))
+        if local is None:
+            return False
+        return self.scope.cached(window_key(local, dim, axes, plan, None)) is not None
 
     def bind(self, vid: int, value: Val) -> None:
         self.scope.names[vid] = value
@@ -1037,6 +1057,19 @@ def reshard_key(vid: int, layout: Layout) -> tuple[str, int, Layout]:
     """The scope cache's key of value `vid` resharded to `layout` (the copy
     later uses reuse; the memory watch holds copies by it too)."""
     return ("reshard", vid, layout)
+
+
+def window_key(
+    x: Val, dim: int, axes: DimAxes, plan: WindowPlan, pad: Val | None
+) -> tuple[object, ...]:
+    """The scope cache's key of the window of local value `x` along `dim`
+    (split over `axes`) that `plan` reads: the same key, the same window (what
+    each block holds depends on the pieces and, where a window reaches past
+    the value, on what fills it there: `pad`, None for zeros; not on the
+    padding the op adds around the window)."""
+    pieces = dataclasses.replace(plan, low=0, high=0)
+    fill = pad.name if pad is not None and plan.reaches_outside else None
+    return ("window", x.name, dim, axes, pieces, fill)
 
 
 def on_one_device(node: Node, ctx: PartitionCtx) -> None:

@@ -469,12 +469,18 @@ def window_seconds(
     if plans is None:
         return 0.0, None
     rows: list[int | None] = []  # bytes of one position along the dim
-    for k, _ in w.windows:
+    axes = factors[w.factor]
+    for (k, _), plan in zip(w.windows, plans, strict=True):
         v = ctx.graph.value(node.operands[k])
-        if v.shape is None or (k, w.dim) in whole:
-            rows.append(None)
+        layout = project(rule.operands[k], factors, ctx.mesh)
+        if (
+            v.shape is None
+            or (k, w.dim) in whole
+            or ctx.has_window(node.operands[k], layout, w.dim, axes, plan)
+        ):
+            rows.append(None)  # cut locally, or made before and reused
             continue
-        local = ctx.local_shape(v.shape, project(rule.operands[k], factors, ctx.mesh))
+        local = ctx.local_shape(v.shape, layout)
         inner = math.prod(n for d, n in enumerate(local) if d != w.dim)
         rows.append(inner * itemsize(v.dtype))
     returned_whole = any(

@@ -28,7 +28,11 @@ from meshjit.passes.partitioner.builder import (
     itemsize,
     padding_attr,
 )
-from meshjit.passes.partitioner.context import PartitionCtx, reshard_key
+from meshjit.passes.partitioner.context import (
+    PartitionCtx,
+    reshard_key,
+    window_key,
+)
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
     WindowedFactor,
@@ -103,6 +107,35 @@ def gather_window(
     lop.windowed.add(k)
     if (k, dim) in lop.whole:
         return _cut_window(ctx, x, dim, axes, plan, pad)
+    # A window of the same local value with the same pieces (a forward
+    # convolution's input halo and its filter gradient's) is made once and
+    # reused where its definition dominates, as resharded copies are; not
+    # under a memory limit, whose estimate does not hold windows that long.
+    key = window_key(x, dim, axes, plan, pad)
+    if ctx.memory is None:
+        found = ctx.scope.cached(key)
+        if found is not None:
+            return found
+    window = _exchanged_window(ctx, node, lop, k, dim, axes, plan, pad, first)
+    if ctx.memory is None:
+        ctx.scope.cache[key] = window
+    return window
+
+
+def _exchanged_window(
+    ctx: PartitionCtx,
+    node: Node,
+    lop: LocalOp,
+    k: int,
+    dim: int,
+    axes: DimAxes,
+    plan: WindowPlan,
+    pad: Val | None,
+    first: bool,
+) -> Val:
+    """The window brought by the way the cost model chooses (with its
+    remarks): permutes, one gather of the pieces, or a gather of the dim."""
+    x = lop.operands[k]
     reason = f"operand {k} window along dim {dim}"
     why = (node.op, node.loc, reason)
     choice = window_choice(ctx, x, dim, plan)

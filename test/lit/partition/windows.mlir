@@ -126,3 +126,22 @@ func.func public @reverse_mirrors_blocks(%x: tensor<8x64xf32> {sdy.sharding = #s
   %0 = stablehlo.reverse %x, dims = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : tensor<8x64xf32>
   return %0 : tensor<8x64xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// A convolution and its filter gradient read the same rows of the input (a
+// one-row halo each way): the window is exchanged once and both use it.
+// CHECK-LABEL: func.func public @forward_and_filter_gradient_share_the_window
+// CHECK-COUNT-2: "stablehlo.collective_permute"
+// CHECK: %[[WIN:.*]] = stablehlo.concatenate {{.*}} -> tensor<8x18x32x16xf32>
+// CHECK-NOT: "stablehlo.collective_permute"
+// CHECK: stablehlo.convolution(%[[WIN]], %{{.*}}){{.*}}pad = {{\[\[}}0, 0], [1, 1]]{{.*}} -> tensor<8x16x32x16xf32>
+// CHECK-NOT: "stablehlo.collective_permute"
+// CHECK: %[[PART:.*]] = stablehlo.convolution(%[[WIN]], %{{.*}}){{.*}} -> tensor<3x3x16x16xf32>
+// CHECK-NOT: "stablehlo.collective_permute"
+// CHECK: "stablehlo.all_reduce"(%[[PART]])
+func.func public @forward_and_filter_gradient_share_the_window(%x: tensor<8x64x32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}, %k: tensor<3x3x16x16xf32>, %dy: tensor<8x64x32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) -> (tensor<8x64x32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}, tensor<3x3x16x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}, {}, {}]>}) {
+  %0 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}, {}]>]>} : (tensor<8x64x32x16xf32>, tensor<3x3x16x16xf32>) -> tensor<8x64x32x16xf32>
+  %1 = stablehlo.convolution(%x, %dy) dim_numbers = [f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}, {}, {}]>]>} : (tensor<8x64x32x16xf32>, tensor<8x64x32x16xf32>) -> tensor<3x3x16x16xf32>
+  return %0, %1 : tensor<8x64x32x16xf32>, tensor<3x3x16x16xf32>
+}

@@ -137,6 +137,27 @@ def test_conv_gradients(k: int, stride: int, mesh: str, spec: P) -> None:
     run(loss_grads, args, mesh, [spec, P()], (spec, P()))
 
 
+def test_filter_gradient_reuses_the_forward_window() -> None:
+    """A convolution's filter gradient reads the rows its forward pass read
+    (a one-row halo each way): the halos are exchanged once, for both."""
+    f = conv(1, "SAME")
+
+    def loss_and_grad(x: jax.Array, w: jax.Array) -> Any:
+        return jax.value_and_grad(lambda w: (f(x, w) ** 2).sum())(w)
+
+    args = [rand(4, 64, 16, 8), rand(3, 3, 8, 8, seed=1)]
+    compiled = run(loss_and_grad, args, "8", [P(None, "x"), P()], (P(), P()))
+    windows = [
+        (c.kind, c.bytes_per_device)
+        for c in compiled.partition_report.collectives
+        if "window" in c.reason
+    ]
+    row = 4 * 16 * 8 * 4  # one row of the local block, f32
+    # (the cost model takes one gather of every block's two halo rows; the
+    # filter gradient's convolution cuts its window from the same gather)
+    assert windows == [("all-gather", 7 * 2 * row)]
+
+
 def test_halo_wider_than_a_block() -> None:
     """16 rows over 8 devices (blocks of 2) and a 7x7 window: each block
     needs 3 rows from each side, from two neighbours."""
