@@ -12,6 +12,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import meshjit
+from meshjit.frontend.stages import partition_pipeline
 from meshjit.passes.partitioner.combine import (
     GATHER_LIMIT_BYTES,
     REDUCE_LIMIT_BYTES,
@@ -69,11 +70,16 @@ def mesh_2x4() -> Mesh:
 
 
 @pytest.mark.devices(8)
-def test_combined_reduce_scatters_all_reduces_and_gathers_match_unsharded() -> None:
+@pytest.mark.parametrize("env", ["", "1", "0", "off"])
+def test_combined_reduce_scatters_all_reduces_and_gathers_match_unsharded(
+    env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Three partial sums reduce-scattered along different dims, two small
     ones all-reduced, three small values gathered: on the CPU cost model
     (XLA's CPU variadic all-reduce launches once per operand) each kind is
-    combined into one collective, and every output equals the unsharded one."""
+    combined into one collective, and every output equals the unsharded one.
+    `MESHJIT_COMBINE=0` (or off) leaves all eight as written."""
+    monkeypatch.setenv("MESHJIT_COMBINE", env)
     m = mesh_2x4()
     rng = np.random.default_rng(0)
     a = rng.standard_normal((16, 64)).astype(np.float32)
@@ -99,12 +105,28 @@ def test_combined_reduce_scatters_all_reduces_and_gathers_match_unsharded() -> N
     report = compiled.partition_report
     combined = {c.kind: c.count for c in report.combined}
     want_combined = {"reduce-scatter": 3, "all-gather": 3, "all-reduce": 2}
+    hlo = compiled.as_text("partitioned")
+    if env in ("0", "off"):
+        assert combined == {}, report.collectives_text()
+        assert "issued after combining" not in report.collectives_text()
+        assert hlo.count('"stablehlo.reduce_scatter"') == 3
+        assert hlo.count('"stablehlo.all_gather"') == 3
+        assert hlo.count('"stablehlo.all_reduce"') == 2
+        return
     assert combined == want_combined, report.collectives_text()
     assert "issued after combining" in report.collectives_text()
-    hlo = compiled.as_text("partitioned")
     assert hlo.count('"stablehlo.reduce_scatter"') == 1
     assert hlo.count('"stablehlo.all_gather"') == 1
     assert hlo.count('"stablehlo.all_reduce"') == 1
+
+
+def test_combine_env_value_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MESHJIT_COST", raising=False)
+    monkeypatch.setenv("MESHJIT_COMBINE", "maybe")
+    with pytest.raises(meshjit.ShardingError, match="MESHJIT_COMBINE='maybe'"):
+        partition_pipeline([])
+    monkeypatch.setenv("MESHJIT_COMBINE", "No")
+    assert partition_pipeline([]) == "partition{cost=cpu combine=false}"
 
 
 @pytest.mark.devices(8)
