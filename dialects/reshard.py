@@ -265,6 +265,13 @@ def _plan_collectives(
 ) -> list[Step]:
     cur = [list(d) for d in src]
     steps: list[Step] = []
+    early = _free_additions(cur, dst, partial)
+    if any(early):
+        # Cut first: every collective below then moves blocks that much
+        # smaller (the cut's index is the device's coordinate along the
+        # added axis, whatever comes before it).
+        steps.append(LocalSlice(early))
+        apply_step(cur, steps[-1])
     pending = list(partial)
     if pending:
         for d, want in enumerate(dst):
@@ -304,6 +311,23 @@ def _plan_collectives(
     if any(added):
         steps.append(LocalSlice(added))
     return steps
+
+
+def _free_additions(cur: list[list[AxisRef]], dst: Layout, partial: DimAxes) -> Layout:
+    """Per dim, the axes `dst` adds next after the dim's axes already in
+    place, while each is free: no dim uses an axis of its name and the value
+    is not a partial sum over it. A dim still to be gathered adds none."""
+    used = {a.name for axes in cur for a in axes} | {a.name for a in partial}
+    added: list[tuple[AxisRef, ...]] = []
+    for have, want in zip(cur, dst, strict=True):
+        take: list[AxisRef] = []
+        if _is_prefix(tuple(have), want):
+            for axis in want[len(have) :]:
+                if axis.name in used:
+                    break
+                take.append(axis)
+        added.append(tuple(take))
+    return tuple(added)
 
 
 def _plan_permute(

@@ -1,0 +1,50 @@
+"""The reshard planner (dialects/reshard.py) on plain data: which collectives
+take a layout to another, and the bytes each device sends."""
+
+from __future__ import annotations
+
+from meshjit.dialects.reshard import (
+    AllGather,
+    AllReduce,
+    AllToAll,
+    LocalSlice,
+    ReduceScatter,
+    plan_reshard,
+    reshard_bytes,
+)
+from meshjit.dialects.sharding import AxisRef, MeshAxis, MeshModel
+
+MESH = MeshModel((MeshAxis("x", 4), MeshAxis("y", 2)))
+X, Y = AxisRef("x"), AxisRef("y")
+
+
+def test_axes_added_by_the_target_are_cut_before_a_gather() -> None:
+    """[{}, {}, {y}] -> [{}, {x}, {}]: cutting x first gathers a quarter of
+    what gathering y first and cutting after would."""
+    src, dst, shape = ((), (), (Y,)), ((), (X,), ()), (2, 12, 6)
+    steps = plan_reshard(src, dst, shape, MESH)
+    assert steps == [LocalSlice(((), (X,), ())), AllGather(2, (Y,))]
+    assert reshard_bytes(src, dst, shape, 4, MESH) == 2 * 3 * 3 * 4
+
+
+def test_a_partial_sum_is_cut_before_it_is_reduced() -> None:
+    """Partial over y, target [{x}, {}]: the all-reduce sums a quarter."""
+    steps = plan_reshard(((), ()), ((X,), ()), (8, 8), MESH, partial=(Y,))
+    assert steps == [LocalSlice(((X,), ())), AllReduce((Y,))]
+    # reduced over y and split over x: the cut, then a reduce-scatter
+    steps = plan_reshard(((), ()), ((X, Y), ()), (8, 8), MESH, partial=(Y,))
+    assert steps == [LocalSlice(((X,), ())), ReduceScatter(0, (Y,))]
+
+
+def test_an_axis_in_use_is_not_cut_early() -> None:
+    """x moves from dim 0 to dim 1 (an all-to-all); y, which dim 1 wants
+    after x, is cut only once x is in place."""
+    steps = plan_reshard(((X,), ()), ((), (X, Y)), (8, 8), MESH)
+    assert steps == [AllToAll((X,), 1, 0), LocalSlice(((), (Y,)))]
+
+
+def test_a_free_axis_before_a_moved_one_lets_the_move_be_an_all_to_all() -> None:
+    """Target [{}, {y, x}] from [{x}, {}]: y cut first, then x moves by
+    all-to-all to follow it (not gathered and cut again)."""
+    steps = plan_reshard(((X,), ()), ((), (Y, X)), (8, 8), MESH)
+    assert steps == [LocalSlice(((), (Y,))), AllToAll((X,), 1, 0)]
