@@ -186,6 +186,9 @@ class PartitionCtx:
         self.scope = Scope(None)
         self.inline_depth = 0
         self.factor_cache: dict[object, tuple[DimAxes, ...]] = {}
+        # Graph values some window of which is cached (`windows.gather_window`):
+        # what reaching a windowed split costs differs for them.
+        self.windowed: set[int] = set()
         # Partial sums left unreduced while they flow through a linear op:
         # value id -> (its layout now, the axes it still has to be summed over).
         self.deferred: dict[int, tuple[Layout, DimAxes]] = {}

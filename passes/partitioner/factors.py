@@ -145,6 +145,8 @@ def choose_factors(
         # what reaching a layout costs.
         tuple(tuple(lay for lay, _ in ctx.scope.versions_of(v)) for v in node.operands),
         tuple(ctx.deferred.get(v, ((), ()))[1] for v in node.operands),
+        # A window made before costs nothing to reuse (`PartitionCtx.has_window`).
+        tuple(v in ctx.windowed for v in node.operands),
     )
     cached = ctx.factor_cache.get(signature)
     if cached is not None:

@@ -119,6 +119,7 @@ def gather_window(
     window = _exchanged_window(ctx, node, lop, k, dim, axes, plan, pad, first)
     if ctx.memory is None:
         ctx.scope.cache[key] = window
+        ctx.windowed.add(node.operands[k])
     return window
 
 
