@@ -292,9 +292,10 @@ def _plan_collectives(
                     pending.remove(a)
         if pending:
             steps.append(AllReduce(tuple(pending)))
-    changed = True
-    while changed:
-        changed = False
+    while True:
+        # All-to-alls first: an axis that leaves a dim may make room for
+        # another dim's axis to move in (instead of being gathered).
+        moved = False
         for d in range(len(cur)):
             if _is_prefix(tuple(cur[d]), dst[d]):
                 continue
@@ -303,10 +304,15 @@ def _plan_collectives(
             if target is not None:
                 steps.append(AllToAll((axis,), target, d))
                 cur[target].append(axis)
-            else:
-                _append_gather(steps, d, axis)
-            cur[d].pop()
-            changed = True
+                cur[d].pop()
+                moved = True
+        if moved:
+            continue
+        # Else one gather (of the first dim still to change), then again.
+        left = [d for d in range(len(cur)) if not _is_prefix(tuple(cur[d]), dst[d])]
+        if not left:
+            break
+        _append_gather(steps, left[0], cur[left[0]].pop())
     added = tuple(tuple(dst[d][len(cur[d]) :]) for d in range(len(cur)))
     if any(added):
         steps.append(LocalSlice(added))
