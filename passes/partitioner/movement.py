@@ -98,6 +98,12 @@ def _slice_group(ctx: PartitionCtx, node: Node) -> _SliceGroup | None:
     axes = layout[dim]
     if not axes:
         return None
+    if vid not in ctx.deferred and any(
+        not lay[dim] for lay, _ in ctx.scope.versions_of(vid)
+    ):
+        # a copy whole along the dim: each slice cuts its block from it
+        # (`operand_layouts`), nothing to gather
+        return None
     n = span(axes, ctx.mesh)
     members: list[int] = []
     plans: list[WindowPlan] = []
@@ -251,7 +257,7 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
         factors = choose_factors(ctx, node, rule, limits)
         factors = whole_where_gathered(ctx, node, rule, limits, factors)
     lop = prepare(ctx, node, rule, limits, factors)
-    if group is not None:
+    if group is not None and not lop.whole:  # (whole: cut below, locally)
         finish(ctx, node, lop, [_group_block(ctx, node, group, lop.operands[0])])
         return
     lay = project(rule.operands[0], lop.factors, ctx.mesh)

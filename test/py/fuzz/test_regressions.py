@@ -274,3 +274,23 @@ def test_a_result_is_cut_before_it_is_gathered() -> None:
     assert _partition_bytes(_meshjit(text)) == 72
     assert _partition_bytes(_shardy(text)) == 72
     np.testing.assert_array_equal(np.asarray(jf(v1)), np.concatenate([v1, v1], axis=1))
+
+
+@pytest.mark.parametrize("out", [P(None, None), P("y", None)], ids=str)
+def test_sibling_slices_of_a_value_with_a_whole_copy(out: P) -> None:
+    """Fuzz long 25 (seed 126, WRONG VALUES since 080b2fd): `v2 =
+    concatenate([v1, v1])` is computed whole and cut to its blocks, so the
+    partitioner holds a whole copy of v2; its four slices then read that copy
+    (each cuts its block locally), but the slices' one gather of their
+    pieces (`movement._slice_group`) took the whole copy for the local block
+    and cut pieces at block offsets from it. A value with a copy whole along
+    the dim forms no such group now."""
+
+    def f(v1: jax.Array) -> jax.Array:
+        v2 = jnp.concatenate([v1, v1], axis=0)
+        return jnp.concatenate(jnp.split(v2, 4, axis=0)[::-1], axis=0)
+
+    v1 = np.arange(16, dtype=np.float32).reshape(16, 1)
+    jf = meshjit.jit(f, in_shardings=ns("y", None), out_shardings=ns(*out))
+    got = jf(jax.device_put(v1, ns("y", None)))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(f(v1)))
