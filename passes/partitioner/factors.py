@@ -372,6 +372,16 @@ def partial_axes(rule: ShardingRule, factors: Sequence[DimAxes]) -> DimAxes:
     )
 
 
+def whole_copy_along(ctx: PartitionCtx, vid: int, dim: int) -> bool:
+    """Whether value `vid` is laid out, or has a local copy, whole along
+    `dim` (a windowed op then cuts each block's window from it locally);
+    never while it is an unreduced partial sum."""
+    if vid in ctx.deferred:
+        return False
+    layouts = [ctx.layout(vid), *(lay for lay, _ in ctx.scope.versions_of(vid))]
+    return any(not lay[dim] for lay in layouts)
+
+
 def operand_layouts(
     ctx: PartitionCtx,
     node: Node,
@@ -391,11 +401,7 @@ def operand_layouts(
         if not factors[w.factor]:
             continue
         for k, _ in w.windows:
-            vid = node.operands[k]
-            if vid in ctx.deferred:
-                continue
-            layouts = [ctx.layout(vid), *(lay for lay, _ in ctx.scope.versions_of(vid))]
-            if any(not lay[w.dim] for lay in layouts):
+            if whole_copy_along(ctx, node.operands[k], w.dim):
                 want = list(wants[k])
                 want[w.dim] = ()
                 wants[k] = tuple(want)

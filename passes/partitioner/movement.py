@@ -19,6 +19,7 @@ from meshjit.passes.partitioner.factors import (
     choose_factors,
     factors_from,
     split_blocked,
+    whole_copy_along,
 )
 from meshjit.passes.partitioner.halo import (
     JointChoice,
@@ -98,12 +99,8 @@ def _slice_group(ctx: PartitionCtx, node: Node) -> _SliceGroup | None:
     axes = layout[dim]
     if not axes:
         return None
-    if vid not in ctx.deferred and any(
-        not lay[dim] for lay, _ in ctx.scope.versions_of(vid)
-    ):
-        # a copy whole along the dim: each slice cuts its block from it
-        # (`operand_layouts`), nothing to gather
-        return None
+    if whole_copy_along(ctx, vid, dim):
+        return None  # each slice cuts its block from that copy (`operand_layouts`)
     n = span(axes, ctx.mesh)
     members: list[int] = []
     plans: list[WindowPlan] = []
