@@ -18,8 +18,11 @@ input split the same way: rounds of collective-permutes, one per distance
 between source and target block, each moving one piece of the same length
 to every target that needs one. Where every target's pieces have the same
 offsets (`step == block`: the halo exchange of a stride-matched window), the
-pieces are static slices concatenated in order; otherwise they are cut at
-per-device offsets and written into a buffer at per-device offsets. The
+pieces are static slices concatenated in order; otherwise, where each
+block's pieces end and start its neighbours' blocks (a shifted or strided
+window: `aligned_exchange`), the local block and the pieces form one run the
+window is cut from at a per-device offset; else they are cut at per-device
+offsets and written into a buffer at per-device offsets. The
 same pieces can instead come from one all-gather of what every block sends
 (`pack_pieces`); `choose_exchange` weighs the ways.
 """
@@ -222,6 +225,77 @@ def plan_exchange(plan: WindowPlan) -> Exchange:
             dst[i] = where if uniform else where + margin
         rounds.append(Round(shift, length, tuple(src), tuple(dst)))
     return Exchange(tuple(rounds), uniform, 0 if uniform else margin)
+
+
+@dataclass(frozen=True, slots=True)
+class Aligned:
+    """A window whose pieces lie at per-block offsets, brought as one run:
+    the local block with, before it, the end of each earlier block a round
+    reaches and, after it, the start of each later one (inner rounds whole
+    blocks), so every source cuts at one offset. Block i's run covers the
+    input from `i * block - before`; padded by `low` and `high` positions
+    of the fill, its window is cut at `offsets[i]`. The run holds the block
+    and its halos, where a buffer with a margin holds about three blocks."""
+
+    rounds: tuple[Round, ...]  # increasing shift, the local block's (0) too
+    before: int  # positions of the run before the local block
+    low: int
+    high: int
+    offsets: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        return self.low + sum(r.length for r in self.rounds) + self.high
+
+
+def _needed(plan: WindowPlan, i: int) -> tuple[int, int]:
+    """The input positions block i's outputs read: [lo, hi), inside [0, size)."""
+    reads = plan.needed[i] if plan.needed else plan.length
+    return max(plan.first(i), 0), min(plan.first(i) + reads, plan.size)
+
+
+@functools.lru_cache(maxsize=4096)
+def aligned_exchange(plan: WindowPlan) -> Aligned | None:
+    """`plan_exchange`'s rounds as one run per block (`Aligned`), with the
+    same lengths (the same bytes), or None: the pieces are static already,
+    the rounds' distances leave a gap, an inner round is not a whole block,
+    or a target's piece is not at the end (before) or start (after) of its
+    source block."""
+    ex = plan_exchange(plan)
+    if ex.uniform:
+        return None
+    n, block = plan.n, plan.block
+    remote = {r.shift: r for r in ex.rounds if r.shift != 0}
+    first, last = min([0, *remote]), max([0, *remote])
+    if set(range(first, last + 1)) - {0} != set(remote):
+        return None
+    length = {s: r.length for s, r in remote.items()}
+    length[0] = block
+    for s in remote:
+        if s not in (first, last) and length[s] != block:
+            return None
+    for i in range(n):
+        lo, hi = _needed(plan, i)
+        if lo >= hi:
+            continue
+        for j in range(lo // block, (hi - 1) // block + 1):
+            s = j - i
+            a, b = max(lo, j * block), min(hi, (j + 1) * block)
+            cut = (j + 1) * block - length[s] if s < 0 else j * block
+            if s not in length or a < cut or b > cut + length[s]:
+                return None
+    before = sum(length[s] for s in remote if s < 0)
+    span = before + block + sum(length[s] for s in remote if s > 0)
+    at = [plan.first(i) - (i * block - before) for i in range(n)]
+    low = max(0, -min(at))
+    high = max(0, max(a + plan.length for a in at) - span)
+    rounds = []
+    local = Round(0, block, (0,) * n, (0,) * n)
+    for s in sorted([*remote, 0]):
+        r = remote.get(s, local)
+        cut = block - r.length if s < 0 else 0
+        rounds.append(dataclasses.replace(r, src=(cut,) * n))
+    return Aligned(tuple(rounds), before, low, high, tuple(a + low for a in at))
 
 
 @dataclass(frozen=True, slots=True)

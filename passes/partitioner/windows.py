@@ -45,6 +45,7 @@ from meshjit.passes.partitioner.halo import (
     GATHER,
     NEAR,
     PERMUTE,
+    Aligned,
     Exchange,
     JointChoice,
     Packing,
@@ -52,6 +53,7 @@ from meshjit.passes.partitioner.halo import (
     Window,
     WindowChoice,
     WindowPlan,
+    aligned_exchange,
     choose_exchange,
     output_parallel,
     pack_pieces,
@@ -216,8 +218,11 @@ def _build_window(
     that take no piece in a round get another block's piece (from gathered
     pieces) rather than zeros (from a permute)."""
     ex = plan_exchange(plan)
+    run = None if junk else aligned_exchange(plan)
     if ex.uniform:
         window = _window_by_pieces(ctx, x, dim, plan, ex, pad, fetch)
+    elif run is not None:
+        window = _window_by_run(ctx, x, dim, axes, run, plan.length, pad, fetch)
     else:
         window = _window_into_buffer(ctx, x, dim, axes, plan, ex, pad, fetch)
     # Past the end of the input a window holds zeros (nothing received), the
@@ -711,6 +716,33 @@ def _fill(ctx: PartitionCtx, ty: Ty, pad: Val | None) -> Val:
     if pad is None:
         return ctx.b.zeros(ty)
     return ctx.b.broadcast(pad, ty)
+
+
+def _window_by_run(
+    ctx: PartitionCtx,
+    x: Val,
+    dim: int,
+    axes: DimAxes,
+    run: Aligned,
+    length: int,
+    pad: Val | None,
+    fetch: Fetch,
+) -> Val:
+    """Pieces at per-device offsets as one run (`aligned_exchange`): the
+    local block between the ends and starts of its neighbours' blocks (each
+    source cuts at one offset: static slices), the window cut from the run
+    at the device's offset. A block that takes no piece in a round receives
+    zeros there: positions its outputs do not read, or outside the input
+    (masked by the caller where that is not the padding)."""
+    parts = []
+    if run.low:
+        parts.append(_filled(ctx, x, dim, run.low, pad))
+    parts += [x if r.shift == 0 else fetch(r) for r in run.rounds]
+    if run.high:
+        parts.append(_filled(ctx, x, dim, run.high, pad))
+    joined = parts[0] if len(parts) == 1 else ctx.b.concatenate(parts, dim)
+    blocks = ctx.block_of_position(axes)
+    return cut_along(ctx, joined, dim, [run.offsets[i] for i in blocks], length)
 
 
 def _window_into_buffer(

@@ -145,3 +145,26 @@ func.func public @forward_and_filter_gradient_share_the_window(%x: tensor<8x64x3
   %1 = stablehlo.convolution(%x, %dy) dim_numbers = [f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}, {}, {}]>]>} : (tensor<8x64x32x16xf32>, tensor<8x64x32x16xf32>) -> tensor<3x3x16x16xf32>
   return %0, %1 : tensor<8x64x32x16xf32>, tensor<3x3x16x16xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["x"=8]>
+// Eight rows of padding before 64 rows split 8 ways: block i of the result
+// (9 rows) is the input's rows [9i - 8, 9i + 1), from its neighbour's end
+// and its own start, a per-device split. The halo every target can need (7
+// rows, the end of each block: one static slice) comes in one permute; the
+// window is cut from [fill, halo, block] at the device's offset, with no
+// buffer of three blocks.
+// CHECK-LABEL: func.func public @shifted_pad_cuts_its_window_from_one_run
+// CHECK: %[[END:.*]] = stablehlo.slice %[[X:arg[0-9]+]] [0:4, 1:8, 0:8]
+// CHECK: %[[HALO:.*]] = "stablehlo.collective_permute"(%[[END]])
+// CHECK-SAME: source_target_pairs = dense<{{\[\[}}0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 7]]>
+// CHECK: %[[JOINED:.*]] = stablehlo.concatenate %{{.*}}, %[[HALO]], %[[X]], dim = 1 : (tensor<4x1x8xf32>, tensor<4x7x8xf32>, tensor<4x8x8xf32>) -> tensor<4x16x8xf32>
+// CHECK: stablehlo.dynamic_slice %[[JOINED]], %{{.*}}, sizes = [4, 9, 8]
+// CHECK-NOT: dynamic_update_slice
+// CHECK-NOT: collective_permute
+// CHECK: sdy.return
+func.func public @shifted_pad_cuts_its_window_from_one_run(%x: tensor<4x64x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}]>}) -> (tensor<4x72x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}]>}) {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.pad %x, %zero, low = [0, 8, 0], high = [0, 0, 0], interior = [0, 0, 0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}]>]>} : (tensor<4x64x8xf32>, tensor<f32>) -> tensor<4x72x8xf32>
+  return %0 : tensor<4x72x8xf32>
+}

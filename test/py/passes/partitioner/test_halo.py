@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from meshjit.passes.partitioner.halo import (
+    Aligned,
     Exchange,
     Packing,
     Window,
     WindowPlan,
+    aligned_exchange,
     output_parallel,
     pack_pieces,
     plan_exchange,
@@ -50,11 +52,17 @@ def _windows(
     ).reshape(count, window)
 
 
-def _build_window(x: np.ndarray, plan: WindowPlan, ex: Exchange, i: int) -> np.ndarray:
-    """Block i's window as the exchange builds it from the blocks of x (the
-    last blocks padded with garbage when the split is uneven); positions
-    outside x are then masked to PAD, as the partitioner does."""
-    got = _raw_window(x, plan, ex, i)
+def _build_window(
+    x: np.ndarray, plan: WindowPlan, ex: Exchange | Aligned, i: int
+) -> np.ndarray:
+    """Block i's window as the exchange (or its one run) builds it from the
+    blocks of x (the last blocks padded with garbage when the split is
+    uneven); positions outside x are then masked to PAD, as the partitioner
+    does."""
+    if isinstance(ex, Aligned):
+        got = _run_window(x, plan, ex, i)
+    else:
+        got = _raw_window(x, plan, ex, i)
     position = plan.first(i) + np.arange(plan.length)
     return np.where((position >= 0) & (position < plan.size), got, PAD)
 
@@ -89,6 +97,36 @@ def _raw_window(x: np.ndarray, plan: WindowPlan, ex: Exchange, i: int) -> np.nda
         assert len(piece) == r.length
         buf[r.dst[i] : r.dst[i] + r.length] = piece
     return buf[ex.margin : ex.margin + plan.length]
+
+
+def _run_window(x: np.ndarray, plan: WindowPlan, run: Aligned, i: int) -> np.ndarray:
+    """Block i's window cut from its run: the fill, every round's piece (its
+    own block; a remote piece where block i is a target, else zeros), the
+    fill."""
+    blocks = _blocks_of(x, plan)
+    parts = [np.full(run.low, PAD)]
+    for r in run.rounds:
+        j = i + r.shift
+        if r.shift == 0:
+            parts.append(blocks[i])
+        elif 0 <= j < plan.n and r.dst[i] >= 0:
+            assert len(set(r.src)) == 1  # every source cuts at one offset
+            parts.append(blocks[j][r.src[j] : r.src[j] + r.length])
+        else:
+            parts.append(np.full(r.length, GARBAGE))
+    parts.append(np.full(run.high, PAD))
+    joined = np.concatenate(parts)
+    assert len(joined) == run.total
+    at = run.offsets[i]
+    assert at >= 0
+    assert at + plan.length <= len(joined)
+    return joined[at : at + plan.length]
+
+
+def _ways(plan: WindowPlan) -> list[Exchange | Aligned]:
+    """The exchange, and its one run where it has one."""
+    run = aligned_exchange(plan)
+    return [plan_exchange(plan)] + ([run] if run is not None else [])
 
 
 def _blocks_of(x: np.ndarray, plan: WindowPlan) -> list[np.ndarray]:
@@ -149,8 +187,8 @@ def _check_output_parallel(w: Window, n: int) -> bool:
     if ex.remote_rounds:  # the same pieces from one gather of the pieces
         packing = _check_packed([x], [plan], [ex])
         assert packing.total <= ex.moved_elements()
-    for i in range(n):
-        local = _build_window(x, plan, ex, i)
+    for way, i in itertools.product(_ways(plan), range(n)):
+        local = _build_window(x, plan, way, i)
         got = _windows(
             local, w.window, w.stride, plan.low, plan.high, w.base, w.dilation
         )
@@ -233,13 +271,13 @@ def test_filter_gradient_window_split() -> None:
     assert plan is not None
     x = np.arange(16.0) + 1
     full = _windows(x, 8, 1, 1, 0, 1, 2)
-    ex = plan_exchange(plan)
-    total = np.zeros_like(full)
-    for i in range(4):
-        local = _build_window(x, plan, ex, i)
-        part = _windows(local, 2, 1, plan.low, plan.high, 1, 2)
-        total[:, 2 * i : 2 * i + 2] = part
-    np.testing.assert_array_equal(total, full)
+    for way in _ways(plan):
+        total = np.zeros_like(full)
+        for i in range(4):
+            local = _build_window(x, plan, way, i)
+            part = _windows(local, 2, 1, plan.low, plan.high, 1, 2)
+            total[:, 2 * i : 2 * i + 2] = part
+        np.testing.assert_array_equal(total, full)
 
 
 def test_refusals() -> None:
@@ -286,10 +324,11 @@ def test_select_and_scatter_blocks_take_every_window_touching_them(
     assert found is not None
     operand, source, skips = found
     block = operand.block
-    for i in range(n):
-        data = _build_window(x, operand, plan_exchange(operand), i)
+    ways = itertools.product(_ways(operand), _ways(source), range(n))
+    for operand_way, source_way, i in ways:
+        data = _build_window(x, operand, operand_way, i)
         data = np.where(data == PAD, -np.inf, data)  # never selected
-        values = _build_window(src, source, plan_exchange(source), i)
+        values = _build_window(src, source, source_way, i)
         values = np.where(values == PAD, 0.0, values)  # windows that do not exist
         local = _select_and_scatter(data, values, window, stride)
         mine = local[skips[i] : skips[i] + block]
