@@ -148,6 +148,25 @@ def while_(node: Node, ctx: PartitionCtx) -> None:
         ctx.bind_result(vid, value, lay, node, partial)
 
 
+def optimization_barrier(node: Node, ctx: PartitionCtx) -> None:
+    """Each result is its operand (the barrier only keeps XLA from moving
+    work across it: `jax.checkpoint` puts one before the recomputed forward
+    pass): every operand in its result's layout (propagation gives the two
+    one sharding), one barrier on the local blocks. A partial sum is summed
+    before it, as an unreduced result declares otherwise."""
+    lays = [ctx.layout(r) for r in node.results]
+    operands = [
+        ctx.value_reshard(v, lay, node, f"operand {i}", keep=ctx.unreduced.get(r, ()))
+        for i, (v, r, lay) in enumerate(
+            zip(node.operands, node.results, lays, strict=True)
+        )
+    ]
+    types = [ctx.local_ty(r, lay) for r, lay in zip(node.results, lays, strict=True)]
+    outs = ctx.b.op(node.op, operands, types, {}, [])
+    for vid, out, lay in zip(node.results, outs, lays, strict=True):
+        ctx.bind_result(vid, out, lay, node, ctx.unreduced.get(vid, ()))
+
+
 def _carried_partial(ctx: PartitionCtx, node: Node) -> list[DimAxes]:
     """Per loop carry, the axes it stays a partial sum over: those its
     result is declared unreduced over, or those its initial value is a

@@ -19,7 +19,6 @@ LOCAL_BY_TYPE = frozenset(
         "stablehlo.broadcast_in_dim",
         "stablehlo.cholesky",
         "stablehlo.fft",
-        "stablehlo.optimization_barrier",
         "stablehlo.reshape",
         "stablehlo.sort",
         "stablehlo.transpose",

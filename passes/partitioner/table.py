@@ -63,6 +63,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "stablehlo.dynamic_update_slice": movement.dynamic_update_slice,
         "stablehlo.gather": gather_scatter.gather,
         "stablehlo.iota": elementwise.iota,
+        "stablehlo.optimization_barrier": control_flow.optimization_barrier,
         "stablehlo.pad": windows.pad,
         "stablehlo.reduce": reductions.reduce,
         "stablehlo.reduce_window": windows.reduce_window,

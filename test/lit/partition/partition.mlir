@@ -271,3 +271,20 @@ func.func public @dynamic_update_slice_into_split_dim(%a: tensor<16xf32> {sdy.sh
   %0 = stablehlo.dynamic_update_slice %a, %u, %i {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}]>]>} : (tensor<16xf32>, tensor<6xf32>, tensor<i32>) -> tensor<16xf32>
   return %0 : tensor<16xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["x"=2, "y"=4]>
+// An optimization_barrier (what jax.checkpoint puts before a recomputed
+// forward pass) only orders: it runs on the local blocks in its operands'
+// layouts, a token as it is; nothing is gathered.
+// CHECK-LABEL: func.func public @barrier_runs_on_local_blocks
+// CHECK: %[[T:.*]] = stablehlo.tanh %{{.*}} : tensor<4x4xf32>
+// CHECK-NEXT: %[[B:.*]]:2 = stablehlo.optimization_barrier %[[T]], %{{.*}} : tensor<4x4xf32>, !stablehlo.token
+// CHECK-NEXT: stablehlo.exponential %[[B]]#0 : tensor<4x4xf32>
+// CHECK-NOT: all_gather
+func.func public @barrier_runs_on_local_blocks(%x: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, %t: !stablehlo.token) -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, !stablehlo.token) {
+  %0 = stablehlo.tanh %x {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<8x16xf32>
+  %1:2 = "stablehlo.optimization_barrier"(%0, %t) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>, <@mesh, []>]>} : (tensor<8x16xf32>, !stablehlo.token) -> (tensor<8x16xf32>, !stablehlo.token)
+  %2 = stablehlo.exponential %1#0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<8x16xf32>
+  return %2, %1#1 : tensor<8x16xf32>, !stablehlo.token
+}

@@ -413,6 +413,36 @@ def test_while_loop(mesh: str, spec: P) -> None:
     close(got, want)
 
 
+def checkpointed_step(x: jax.Array, w1: jax.Array, w2: jax.Array) -> Any:
+    """Two Megatron MLP blocks under `jax.checkpoint`: the gradient
+    recomputes each block's forward pass behind an optimization_barrier."""
+
+    @jax.checkpoint
+    def block(h: jax.Array, w: tuple[jax.Array, jax.Array]) -> jax.Array:
+        return h + jax.nn.gelu(h @ w[0]) @ w[1]
+
+    return jax.grad(lambda w: (block(block(x, w), w) ** 2).mean())((w1, w2))
+
+
+def test_checkpointed_blocks_keep_their_shardings() -> None:
+    """The barrier runs on local blocks in its operands' layouts: nothing is
+    gathered for it (it once ran replicated: every saved activation and
+    both weights all-gathered, 3.5x the bytes of the step without it)."""
+    args = [rand(16, 32), 0.2 * rand(32, 64, seed=1), 0.2 * rand(64, 32, seed=2)]
+    specs = [P("x"), P(None, "y"), P("y")]
+    got, want, report = run_both(
+        checkpointed_step,
+        args,
+        mesh_of("2x4"),
+        specs,
+        (P(None, "y"), P("y")),
+    )
+    close(got, want)
+    kinds = {c.kind for c in LAST_REPORT[0].collectives}
+    assert kinds == {"all-reduce"}, report
+    assert "computed replicated" not in report
+
+
 def conv_net(x: jax.Array, k: jax.Array) -> jax.Array:
     y = jax.lax.conv_general_dilated(
         x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
