@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from meshjit.compiler.graph import Graph, Node
-from meshjit.dialects.reshard import DimAxes, axis_stride, coordinate
+from meshjit.dialects.reshard import DimAxes, axis_stride, coordinate, neighbor_pairs
 from meshjit.dialects.rules import FactorKind
 from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
@@ -22,6 +22,7 @@ from meshjit.passes.partitioner.factors import (
     whole_copy_along,
 )
 from meshjit.passes.partitioner.halo import (
+    NEAR,
     JointChoice,
     Window,
     WindowPlan,
@@ -40,6 +41,7 @@ from meshjit.passes.partitioner.local import (
 from meshjit.passes.partitioner.memory import fmt_bytes
 from meshjit.passes.partitioner.windows import (
     assemble,
+    cut_along,
     gather_pieces,
     gather_window,
     ints,
@@ -232,6 +234,9 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
+    users = ctx.graph.users(node.results[0])
+    if len(users) == 1 and rotation_of(ctx, ctx.graph.node(users[0])) is not None:
+        return  # its concatenate moves the pieces of the sliced value itself
     operand = ctx.graph.value(node.operands[0]).shape or ()
     starts = list(ints(node.attrs.get("start_indices")))
     stops = list(ints(node.attrs.get("limit_indices")))
@@ -437,6 +442,139 @@ def dynamic_update_slice(node: Node, ctx: PartitionCtx) -> None:
     finish(ctx, node, lop, [b.select(covered, window, block)])
 
 
+@dataclass(frozen=True, slots=True)
+class Rotation:
+    """A concatenate of slices of one value along one dim, as long as the
+    value (`jnp.roll`: x[s:] ++ x[:s]), its result split along that dim in
+    n blocks: result block i takes, from each source block j, the positions
+    it needs, grouped by the cyclic distance c = (j - i) mod n. Per remote
+    c, one piece of `lengths[c]` positions that source j cuts at
+    `cuts[c][j]`, for the blocks in `targets[c]`; `origin[i][p]`: where
+    result position p of block i lies in the local block followed by the
+    pieces (increasing c)."""
+
+    source: int  # the sliced value
+    dim: int
+    axes: DimAxes
+    lengths: dict[int, int]
+    cuts: dict[int, tuple[int, ...]]
+    targets: dict[int, tuple[int, ...]]
+    origin: tuple[tuple[int, ...], ...]
+
+
+def rotation_of(ctx: PartitionCtx, node: Node) -> Rotation | None:
+    """The rotation a concatenate is (`Rotation`), when every operand is a
+    unit-stride slice along its dim, of the same value, used only here, the
+    result as long as the value and split evenly along the dim, and the
+    pieces by collective-permute are estimated cheaper than one all-gather
+    of the dim; None otherwise (the slices and the concatenate go their own
+    ways)."""
+    if node.op != "stablehlo.concatenate" or len(node.operands) < 2:
+        return None
+    dim = node.attrs.get("dimension")
+    result = ctx.graph.value(node.results[0])
+    if not isinstance(dim, int) or result.shape is None:
+        return None
+    axes = ctx.layout(node.results[0])[dim]
+    n = span(axes, ctx.mesh) if axes else 1
+    size = result.shape[dim]
+    if n <= 1 or size % n:
+        return None
+    source = -1
+    segments = []  # (first source position, length), in result order
+    for vid in node.operands:
+        owner = ctx.graph.value(vid).owner
+        piece = ctx.graph.node(owner) if owner >= 0 else None
+        if (
+            piece is None
+            or piece.op != "stablehlo.slice"
+            or ctx.graph.users(vid) != [node.id]
+            or not _same_block(ctx.graph, node, piece)
+        ):
+            return None
+        x = ctx.graph.value(piece.operands[0])
+        windows = _slice_windows(piece, x.shape or ())
+        if source not in (-1, x.id) or x.shape != result.shape or len(windows) != 1:
+            return None
+        (d, w), source = windows[0], x.id
+        if d != dim or w.stride != 1:
+            return None
+        segments.append((-w.low, w.out_size))
+    block = size // n
+    where: list[int] = []  # per result position: its source position
+    for first, length in segments:
+        where += range(first, first + length)
+    runs: dict[int, dict[int, list[int]]] = {}  # c -> target -> positions
+    for g, at in enumerate(where):
+        i, j = g // block, at // block
+        runs.setdefault((j - i) % n, {}).setdefault(i, []).append(at % block)
+    runs.pop(0, None)  # the local block's
+    lengths = {
+        c: max(max(v) - min(v) + 1 for v in by_target.values())
+        for c, by_target in runs.items()
+    }
+    cuts: dict[int, tuple[int, ...]] = {}
+    base: dict[int, int] = {}  # where each piece lies after the local block
+    for c in sorted(runs):
+        cut = [0] * n
+        for i, positions in runs[c].items():
+            cut[(i + c) % n] = min(min(positions), block - lengths[c])
+        cuts[c] = tuple(cut)
+        base[c] = block + sum(lengths[k] for k in base)
+    origin = []
+    for i in range(n):
+        row = []
+        for at in where[i * block : (i + 1) * block]:
+            j = at // block
+            c = (j - i) % n
+            row.append(base[c] + at % block - cuts[c][j] if c else at % block)
+        origin.append(tuple(row))
+    value = ctx.graph.value(source)
+    local = ctx.local_shape(value.shape or (), ctx.layout(node.results[0]))
+    row_bytes = math.prod(k for d, k in enumerate(local) if d != dim)
+    row_bytes *= itemsize(value.dtype)
+    permutes = sum(
+        ctx.cost.collective_seconds("collective-permute", length * row_bytes, 2)
+        for length in lengths.values()
+    )
+    gather = ctx.cost.collective_seconds("all-gather", (n - 1) * block * row_bytes, n)
+    if gather * (1 + NEAR) < permutes:
+        return None
+    targets = {c: tuple(sorted(by_target)) for c, by_target in runs.items()}
+    return Rotation(
+        source, dim, axes, lengths, cuts, targets, tuple(tuple(r) for r in origin)
+    )
+
+
+def _rotate(ctx: PartitionCtx, node: Node, rot: Rotation) -> None:
+    """The rotated value's block from the sliced value in the result's
+    layout: the local block, then per cyclic distance one collective-permute
+    of the pieces, assembled at the device's positions."""
+    lay = ctx.layout(node.results[0])
+    x = ctx.value_reshard(rot.source, lay, node, "the sliced value")
+    blocks = ctx.block_of_position(rot.axes)
+    n = len(rot.origin)  # blocks
+    parts = [x]
+    for c in sorted(rot.lengths):
+        length = rot.lengths[c]
+        piece = cut_along(ctx, x, rot.dim, [rot.cuts[c][j] for j in blocks], length)
+        wanted = set(rot.targets[c])
+        pairs = tuple(
+            (p, q)
+            for shift in (c, c - n)
+            for p, q in neighbor_pairs(ctx.mesh, rot.axes, -shift)
+            if blocks[q] in wanted
+        )
+        shape = list(piece.ty.shape or ())
+        nbytes = math.prod(shape) * itemsize(piece.ty.dtype)
+        near = c if c <= n // 2 else c - n  # the shorter way around the ring
+        reason = f"rotation along dim {rot.dim}: {length} from block {near:+d}"
+        ctx.record("collective-permute", rot.axes, nbytes, (node.op, node.loc, reason))
+        parts.append(ctx.b.collective_permute(piece, pairs))
+    block = assemble(ctx, parts, rot.dim, rot.axes, len(rot.origin[0]), rot.origin)
+    ctx.bind_result(node.results[0], block, lay, node)
+
+
 def concatenate(node: Node, ctx: PartitionCtx) -> None:
     """Along a split concatenated dim, each block of the result takes from
     every operand the window its positions come from (positions of other
@@ -447,6 +585,10 @@ def concatenate(node: Node, ctx: PartitionCtx) -> None:
         return
     dim = node.attrs.get("dimension")
     assert isinstance(dim, int)
+    rotation = rotation_of(ctx, node)
+    if rotation is not None:
+        _rotate(ctx, node, rotation)
+        return
     sizes = [(ctx.graph.value(v).shape or ())[dim] for v in node.operands]
     total = sum(sizes)
     windows: list[tuple[int, Window]] = []

@@ -33,20 +33,21 @@ func.func public @conv(%x: tensor<2x16x8x4xf32> {sdy.sharding = #sdy.sharding<@m
 
 // -----
 
-// A rotation by four rows: the second slice (rows 0-3, one per block, all
-// in block 0) would run whole on a gathered copy of x (8 KiB) and its whole
-// result (2 KiB); under the limit it stays split, and each device receives
-// the row its block needs: by permutes, as one all-gather of the pieces
-// (6 KiB held) would not fit either. (Rotated by one row, the first row is
-// block 0's own, and the slice's other blocks are padding: nothing moves.)
+// A rotation by four rows with the second piece negated (not a rotation of
+// x, which the concatenate would move itself): the second slice (rows 0-3,
+// one per block, all in block 0) would run whole on a gathered copy of x
+// (8 KiB) and its whole result (2 KiB); under the limit it stays split, and
+// each device receives the row its block needs: by permutes, as one
+// all-gather of the pieces (6 KiB held) would not fit either.
 sdy.mesh @mesh = <["x"=4]>
 func.func public @roll(%x: tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
   %0 = stablehlo.slice %x [4:16, 0:128] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x128xf32>) -> tensor<12x128xf32>
   // CHECK: memory_limit.mlir:[[# @LINE + 2]]:8: remark: stablehlo.slice stays split along its dim 0 rather than running whole on gathered copies: the gathered copy (10.00 KiB) would take the live values to 14.00 KiB per device, above memory-limit 7.00 KiB
   // CHECK: memory_limit.mlir:[[# @LINE + 1]]:8: remark: operand 0 window along dim 0: exchanging the window's pieces rather than one all-gather of them: the gathered copy (6.00 KiB) would take the live values to 10.00 KiB per device, above memory-limit 7.00 KiB
   %1 = stablehlo.slice %x [0:4, 0:128] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x128xf32>) -> tensor<4x128xf32>
+  %n = stablehlo.negate %1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<4x128xf32>
   // ERR: memory_limit.mlir:[[# @LINE + 1]]:8: error: partition: the values live at this op take an estimated 6.00 KiB per device
-  %2 = stablehlo.concatenate %0, %1, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<12x128xf32>, tensor<4x128xf32>) -> tensor<16x128xf32>
+  %2 = stablehlo.concatenate %0, %n, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<12x128xf32>, tensor<4x128xf32>) -> tensor<16x128xf32>
   return %2 : tensor<16x128xf32>
 }
 // FREE: all-gather {{ +}}axes {"x"} {{ +}}6144 B {{.*}} stablehlo.slice
@@ -58,13 +59,15 @@ func.func public @roll(%x: tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mes
 
 // -----
 
-// Rotated by one row, the second slice's row is block 0's own and its other
-// blocks are padding (an uneven split): no block fetches anything for it.
+// Rotated by one row (the piece negated again), the second slice's row is
+// block 0's own and its other blocks are padding (an uneven split): no block
+// fetches anything for it.
 sdy.mesh @mesh = <["x"=4]>
 func.func public @roll_one(%x: tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
   %0 = stablehlo.slice %x [1:16, 0:128] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x128xf32>) -> tensor<15x128xf32>
   %1 = stablehlo.slice %x [0:1, 0:128] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x128xf32>) -> tensor<1x128xf32>
-  %2 = stablehlo.concatenate %0, %1, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<15x128xf32>, tensor<1x128xf32>) -> tensor<16x128xf32>
+  %n = stablehlo.negate %1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<1x128xf32>
+  %2 = stablehlo.concatenate %0, %n, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<15x128xf32>, tensor<1x128xf32>) -> tensor<16x128xf32>
   return %2 : tensor<16x128xf32>
 }
 // FREE: collectives inserted by partition

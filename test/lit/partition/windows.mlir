@@ -168,3 +168,28 @@ func.func public @shifted_pad_cuts_its_window_from_one_run(%x: tensor<4x64x8xf32
   %0 = stablehlo.pad %x, %zero, low = [0, 8, 0], high = [0, 0, 0], interior = [0, 0, 0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}]>]>} : (tensor<4x64x8xf32>, tensor<f32>) -> tensor<4x72x8xf32>
   return %0 : tensor<4x72x8xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["x"=8]>
+// jnp.roll(x, 3) along a dim split 8 ways (blocks of 8): the concatenate of
+// the two slices is a rotation of x. Each block keeps its first 5 columns
+// and takes 3 from the block before it, the first block from the last: one
+// collective-permute around the ring, nothing gathered, and the slices are
+// not made on their own.
+// CHECK-LABEL: func.func public @roll_moves_one_piece_around_the_ring
+// CHECK: %[[END:.*]] = stablehlo.slice %[[X:arg[0-9]+]] [0:4, 5:8]
+// CHECK-NEXT: %[[IN:.*]] = "stablehlo.collective_permute"(%[[END]])
+// CHECK-SAME: source_target_pairs = dense<{{\[\[}}7, 0], [0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 7]]>
+// CHECK: %[[BOTH:.*]] = stablehlo.concatenate %[[X]], %[[IN]], dim = 1
+// CHECK: %[[HEAD:.*]] = stablehlo.slice %[[BOTH]] [0:4, 8:11]
+// CHECK: %[[TAIL:.*]] = stablehlo.slice %[[BOTH]] [0:4, 0:5]
+// CHECK: stablehlo.concatenate %[[HEAD]], %[[TAIL]], dim = 1 : (tensor<4x3xf32>, tensor<4x5xf32>) -> tensor<4x8xf32>
+// CHECK-NOT: collective_permute
+// CHECK-NOT: all_gather
+// CHECK: sdy.return
+func.func public @roll_moves_one_piece_around_the_ring(%x: tensor<4x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> (tensor<4x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) {
+  %0 = stablehlo.slice %x [0:4, 61:64] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : (tensor<4x64xf32>) -> tensor<4x3xf32>
+  %1 = stablehlo.slice %x [0:4, 0:61] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : (tensor<4x64xf32>) -> tensor<4x61xf32>
+  %2 = stablehlo.concatenate %0, %1, dim = 1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : (tensor<4x3xf32>, tensor<4x61xf32>) -> tensor<4x64xf32>
+  return %2 : tensor<4x64xf32>
+}

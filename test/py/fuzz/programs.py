@@ -489,9 +489,12 @@ class _Builder:
         start = self.draw(st.integers(0, n - 1))
         stop = self.draw(st.integers(start + 1, n))
         stride = self.draw(st.sampled_from([1, 2, 3]))
-        kind = self.draw(st.sampled_from(["slice", "dynamic", "parts"]))
+        kind = self.draw(st.sampled_from(["slice", "dynamic", "parts", "roll"]))
         parts = [k for k in (2, 3, 4) if n % k == 0]
-        if kind == "parts" and parts:
+        if kind == "roll":  # slices of one value, concatenated: a rotation
+            shift = self.draw(st.integers(-n, n))
+            expr = f"jnp.roll(v{a}, {shift}, axis={d})"
+        elif kind == "parts" and parts:
             # a fused projection's pattern: cut into equal parts (sibling
             # slices of one value), put back in another order (a concatenate)
             k = self.one(parts)

@@ -347,7 +347,28 @@ MOVES = {
     "reverse": lambda x: jnp.flip(x, axis=1),
     "reverse_both": lambda x: jnp.flip(x, axis=(0, 1)),
     "pad_then_slice": lambda x: jnp.pad(x, ((0, 0), (8, 8)))[:, 4:-12],
+    "roll_forward": lambda x: jnp.roll(x, 5, axis=1),
+    "roll_back_past_blocks": lambda x: jnp.roll(x, -27, axis=1),
+    "roll_both_dims": lambda x: jnp.roll(x, (3, -7), axis=(0, 1)),
+    "rotate_three_pieces": lambda x: jnp.concatenate(
+        [x[:, 70:], x[:, 10:70], x[:, :10]], axis=1
+    ),
 }
+
+
+@pytest.mark.parametrize(("shift", "rows"), [(4, 4), (-4, 4), (12, 12)])
+def test_roll_moves_one_piece_around_the_ring(shift: int, rows: int) -> None:
+    """jnp.roll along a split dim (blocks of 12): each block takes the rows
+    that roll into it from one neighbour, the last block from the first
+    (one collective-permute with the wrap-around pair), not a gather of the
+    dim (it once gathered each of the two slices)."""
+    args = [rand(8, 96)]
+    compiled = run(
+        lambda x: jnp.roll(x, shift, axis=1), args, "8", [P(None, "x")], P(None, "x")
+    )
+    report = compiled.partition_report
+    assert [c.kind for c in report.collectives] == ["collective-permute"]
+    assert report.collectives[0].bytes_per_device == 8 * rows * 4
 
 
 @pytest.mark.parametrize("name", sorted(MOVES))
