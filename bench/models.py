@@ -863,6 +863,208 @@ DROPOUT_RBG = Workload(
 )
 
 
+# U-Net ---------------------------------------------------------------------------
+# Two scales: convs, a 2x2 average pool down, a stride-2 transposed conv up, the
+# skip connection concatenated on channels. Train step on split height.
+
+UNET_PARAMS: dict[str, Any] = {
+    "down": _Leaf((3, 3, 4, 16)),
+    "mid": _Leaf((3, 3, 16, 32)),
+    "up": _Leaf((2, 2, 32, 16)),
+    "fuse": _Leaf((3, 3, 32, 16)),
+    "out": _Leaf((1, 1, 16, 4)),
+}
+
+
+def unet(params: dict[str, jax.Array], images: jax.Array) -> jax.Array:
+    skip = jax.nn.relu(_conv(images, params["down"]))
+    x = jax.lax.reduce_window(
+        skip, 0.0, jax.lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"
+    )
+    x = jax.nn.relu(_conv(x / 4, params["mid"]))
+    x = jax.lax.conv_transpose(x, params["up"], (2, 2), "SAME", dimension_numbers=_DN)
+    x = jax.nn.relu(_conv(jnp.concatenate([x, skip], axis=-1), params["fuse"]))
+    return _conv(x, params["out"])
+
+
+def unet_train_step(
+    params: dict[str, jax.Array], images: jax.Array, targets: jax.Array
+) -> Any:
+    def loss_fn(params: dict[str, jax.Array]) -> jax.Array:
+        return ((unet(params, images) - targets) ** 2).mean()
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return _sgd(params, grads), loss
+
+
+def _unet_args() -> tuple[Any, ...]:
+    return (
+        _arrays(UNET_PARAMS, seed=5),
+        _rand(8, 64, 64, 4, seed=14),
+        _rand(8, 64, 64, 4, seed=15),
+    )
+
+
+_UNET_REP = _same_specs(UNET_PARAMS, P())
+
+UNET_TRAIN = Workload(
+    "unet_train",
+    unet_train_step,
+    _unet_args,
+    (
+        Layout(
+            "batch2_height4",
+            "2x4",
+            (_UNET_REP, P("x", "y"), P("x", "y")),
+            (_UNET_REP, P()),
+        ),
+        Layout(
+            "height8", "8", (_UNET_REP, P(None, "x"), P(None, "x")), (_UNET_REP, P())
+        ),
+    ),
+    tags=("model", "conv", "train"),
+)
+
+
+# WaveNet ---------------------------------------------------------------------------
+# Gated causal convolutions, dilations 1, 2, 4, 8, with residuals: the time dim
+# padded on the left and split, so every block's window starts at its own offset.
+
+WAVENET_DILATIONS = (1, 2, 4, 8)
+WAVENET_PARAMS: dict[str, Any] = {
+    "layers": [
+        {"filter": _Leaf((2, 32, 32)), "gate": _Leaf((2, 32, 32))}
+        for _ in WAVENET_DILATIONS
+    ]
+}
+
+
+def wavenet(params: dict[str, Any], x: jax.Array) -> jax.Array:
+    dn = ("NWC", "WIO", "NWC")
+    for p, d in zip(params["layers"], WAVENET_DILATIONS, strict=True):
+        past = jnp.pad(x, ((0, 0), (d, 0), (0, 0)))  # causal: only the past
+
+        def causal(w: jax.Array, past: jax.Array = past, d: int = d) -> jax.Array:
+            return jax.lax.conv_general_dilated(
+                past, w, (1,), "VALID", rhs_dilation=(d,), dimension_numbers=dn
+            )
+
+        x = x + jnp.tanh(causal(p["filter"])) * jax.nn.sigmoid(causal(p["gate"]))
+    return x
+
+
+_WAVENET_REP = _same_specs(WAVENET_PARAMS, P())
+
+WAVENET_FWD = Workload(
+    "wavenet_fwd",
+    wavenet,
+    lambda: (_arrays(WAVENET_PARAMS, seed=6), _rand(4, 1024, 32, seed=16)),
+    (
+        Layout("time8", "8", (_WAVENET_REP, P(None, "x")), P(None, "x")),
+        Layout("batch2_time4", "2x4", (_WAVENET_REP, P("x", "y")), P("x", "y")),
+    ),
+    tags=("model", "conv"),
+)
+
+
+# Swin ------------------------------------------------------------------------------
+# A shifted-window attention block: roll the image by half a window, attend
+# within 8x8 windows, roll back; layer norms and an MLP around it.
+
+SWIN_WINDOW, SWIN_C, SWIN_HEADS = 8, 32, 2
+SWIN_PARAMS: dict[str, Any] = {
+    "ln1": {
+        "scale": _Leaf((SWIN_C,), init="ones"),
+        "bias": _Leaf((SWIN_C,), init="zeros"),
+    },
+    "qkv": _Leaf((SWIN_C, 3 * SWIN_C)),
+    "proj": _Leaf((SWIN_C, SWIN_C)),
+    "ln2": {
+        "scale": _Leaf((SWIN_C,), init="ones"),
+        "bias": _Leaf((SWIN_C,), init="zeros"),
+    },
+    "fc1": _Leaf((SWIN_C, 4 * SWIN_C)),
+    "fc2": _Leaf((4 * SWIN_C, SWIN_C)),
+}
+
+
+def swin_block(params: dict[str, Any], x: jax.Array) -> jax.Array:
+    b, h, w, c = x.shape
+    ws, heads = SWIN_WINDOW, SWIN_HEADS
+    shifted = jnp.roll(_layer_norm(x, params["ln1"]), (-ws // 2, -ws // 2), (1, 2))
+    windows = shifted.reshape(b, h // ws, ws, w // ws, ws, c)
+    windows = windows.transpose(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, c)
+    q, k, v = jnp.split(windows @ params["qkv"], 3, axis=-1)
+    split = (-1, ws * ws, heads, c // heads)
+    y = _attention(q.reshape(split), k.reshape(split), v.reshape(split), causal=False)
+    y = y.reshape(b, h // ws, w // ws, ws, ws, c).transpose(0, 1, 3, 2, 4, 5)
+    y = jnp.roll(y.reshape(b, h, w, c) @ params["proj"], (ws // 2, ws // 2), (1, 2))
+    x = x + y
+    hidden = jax.nn.gelu(_layer_norm(x, params["ln2"]) @ params["fc1"])
+    return x + hidden @ params["fc2"]
+
+
+_SWIN_REP = _same_specs(SWIN_PARAMS, P())
+
+SWIN_FWD = Workload(
+    "swin_fwd",
+    swin_block,
+    lambda: (_arrays(SWIN_PARAMS, seed=7), _rand(8, 64, 64, SWIN_C, seed=17)),
+    (
+        Layout("height8", "8", (_SWIN_REP, P(None, "x")), P(None, "x")),
+        Layout("batch2_height4", "2x4", (_SWIN_REP, P("x", "y")), P("x", "y")),
+    ),
+    tags=("model", "transformer"),
+)
+
+
+# Rematerialised transformer MLPs ----------------------------------------------------
+# Megatron MLP blocks under jax.checkpoint (the gradient recomputes each block's
+# forward pass behind an optimization_barrier), DP x TP train step.
+
+REMAT_LAYERS, REMAT_D, REMAT_F = 2, 256, 1024
+REMAT_PARAMS: dict[str, Any] = {
+    "layers": [
+        {
+            "w1": _Leaf((REMAT_D, REMAT_F), P(None, "y")),
+            "w2": _Leaf((REMAT_F, REMAT_D), P("y")),
+        }
+        for _ in range(REMAT_LAYERS)
+    ]
+}
+
+
+def remat_mlp_train_step(params: dict[str, Any], x: jax.Array) -> Any:
+    @jax.checkpoint
+    def block(h: jax.Array, p: dict[str, jax.Array]) -> jax.Array:
+        return h + jax.nn.gelu(h @ p["w1"]) @ p["w2"]
+
+    def loss_fn(params: dict[str, Any]) -> jax.Array:
+        h = x
+        for p in params["layers"]:
+            h = block(h, p)
+        return (h**2).mean()
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return _sgd(params, grads), loss
+
+
+REMAT_TRAIN = Workload(
+    "remat_train",
+    remat_mlp_train_step,
+    lambda: (_arrays(REMAT_PARAMS, seed=8), _rand(64, REMAT_D, seed=18)),
+    (
+        Layout(
+            "dp2_tp4",
+            "2x4",
+            (_specs(REMAT_PARAMS), P("x")),
+            (_specs(REMAT_PARAMS), P()),
+        ),
+    ),
+    tags=("model", "transformer", "train"),
+)
+
+
 MODELS = (
     RESNET_FWD,
     RESNET_TRAIN,
@@ -876,4 +1078,8 @@ MODELS = (
     SHARD_MAP_PARTIAL,
     SORT,
     DROPOUT_RBG,
+    UNET_TRAIN,
+    WAVENET_FWD,
+    SWIN_FWD,
+    REMAT_TRAIN,
 )

@@ -461,15 +461,22 @@ def _aim_at_results(
 ) -> None:
     """A value whose only use is to be returned is produced in the result's
     layout, and so, back through elementwise ops and transposes, are the
-    single-use values
-    it is computed from: the op that starts the chain then chooses factors
-    for where the value ends up (e.g. a weight gradient: gather the small
-    activation rather than the large gradient)."""
+    values it is computed from whose every use is such an op (or the return)
+    aimed at the same layout: the op that starts the chain then chooses
+    factors for where the value ends up (e.g. a weight gradient: gather the
+    small activation rather than the large gradient), and a value the chain
+    reads several times (the input of a GELU) is brought there once rather
+    than each use gathering its own result."""
     pending = list(zip(returned, out_layouts, strict=True))
+    aims: dict[int, list[Layout]] = {}  # value -> the layouts its uses aim at
     while pending:
         vid, lay = pending.pop()
         v = graph.value(vid)
-        if vid in args or v.shape is None or len(graph.users(vid)) != 1:
+        wanted = aims.setdefault(vid, [])
+        wanted.append(lay)
+        if vid in args or v.shape is None:
+            continue
+        if len(wanted) != len(graph.users(vid)) or any(w != lay for w in wanted):
             continue
         if any(n % span(a, ctx.mesh) for n, a in zip(v.shape, lay, strict=True)):
             continue

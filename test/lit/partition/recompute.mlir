@@ -13,9 +13,9 @@ sdy.mesh @mesh = <["x"=2, "y"=3]>
 // CHECK: %[[ROW:.*]] = stablehlo.iota dim = 0 : tensor<2x3xui64>
 // CHECK: stablehlo.partition_id
 // CHECK: %[[R:.*]] = stablehlo.add %[[ROW]], %{{.*}} : tensor<2x3xui64>
-// CHECK: %[[NINE:.*]] = stablehlo.multiply %{{.*}}, %[[R]] : tensor<2x3xui64>
 // CHECK: %[[COL:.*]] = stablehlo.iota dim = 1 : tensor<2x3xui64>
 // CHECK: %[[C:.*]] = stablehlo.add %[[COL]], %{{.*}} : tensor<2x3xui64>
+// CHECK: %[[NINE:.*]] = stablehlo.multiply %{{.*}}, %[[R]] : tensor<2x3xui64>
 // CHECK: %[[ONE:.*]] = stablehlo.multiply %{{.*}}, %[[C]] : tensor<2x3xui64>
 // CHECK: stablehlo.add %[[NINE]], %[[ONE]] : tensor<2x3xui64>
 // CHECK-NOT: dynamic_slice

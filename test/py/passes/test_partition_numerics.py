@@ -413,6 +413,23 @@ def test_while_loop(mesh: str, spec: P) -> None:
     close(got, want)
 
 
+def test_a_value_read_several_times_on_the_way_to_a_result_moves_once() -> None:
+    """GELU reads its input four times; the result is returned replicated
+    along a dim the input is split on. The input is gathered once (its every
+    use aims at the result's layout), not each use's result (four
+    all-gathers)."""
+    args = [rand(8, 16, 32), 0.2 * rand(32, 32, seed=1)]
+    got, want, report = run_both(
+        lambda x, w: jax.nn.gelu(x @ w),
+        args,
+        mesh_of("2x4"),
+        [P("x", "y"), P()],
+        P("x"),
+    )
+    close(got, want)
+    assert [c.kind for c in LAST_REPORT[0].collectives] == ["all-gather"], report
+
+
 def checkpointed_step(x: jax.Array, w1: jax.Array, w2: jax.Array) -> Any:
     """Two Megatron MLP blocks under `jax.checkpoint`: the gradient
     recomputes each block's forward pass behind an optimization_barrier."""
