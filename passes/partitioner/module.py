@@ -5,7 +5,8 @@ entry function with the handlers, and wrap the per-device body in one
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 
 from meshjit.compiler.diagnostics import Diagnostics, SourceLoc
 from meshjit.compiler.graph import Graph, Node, Opaque
@@ -21,6 +22,7 @@ from meshjit.dialects.sdy_text import (
 )
 from meshjit.dialects.sharding import MeshModel, TensorSharding
 from meshjit.dialects.stablehlo_rules import RULES
+from meshjit.passes.partitioner.builder import itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.control_flow import manual_axis_names
 from meshjit.passes.partitioner.cost import DEFAULT as DEFAULT_COST
@@ -464,28 +466,45 @@ def _aim_at_results(
     values it is computed from whose every use is such an op (or the return)
     aimed at the same layout: the op that starts the chain then chooses
     factors for where the value ends up (e.g. a weight gradient: gather the
-    small activation rather than the large gradient), and a value the chain
-    reads several times (the input of a GELU) is brought there once rather
-    than each use gathering its own result."""
-    pending = list(zip(returned, out_layouts, strict=True))
-    aims: dict[int, list[Layout]] = {}  # value -> the layouts its uses aim at
+    small activation rather than the large gradient). Where that layout
+    splits a chain fewer ways than propagation did, the chain is aimed only
+    if every op that starts it makes more bytes than it reads (a gradient
+    from activations, an iota) and nothing enters it from outside;
+    otherwise it keeps its own layouts, runs split, and only the returned
+    value moves (a GELU returned replicated along a dim: aiming its
+    single-use values made each of the four ops that read its input gather
+    its own result; aiming the input too ran the GELU on the whole dim)."""
+    parent: dict[int, int] = {}
+
+    def find(a: int) -> int:
+        while parent.setdefault(a, a) != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    pending: list[tuple[int, Layout, int]] = [
+        (vid, lay, vid) for vid, lay in zip(returned, out_layouts, strict=True)
+    ]
+    results = set(returned)
+    uses: dict[int, list[Layout]] = {}  # value -> the layouts its uses aim at
+    aimed: dict[int, Layout] = {}
+    starts: set[int] = set()  # aimed values made by an op that starts a chain
     while pending:
-        vid, lay = pending.pop()
+        vid, lay, user = pending.pop()
+        parent[find(vid)] = find(user)
         v = graph.value(vid)
-        wanted = aims.setdefault(vid, [])
+        wanted = uses.setdefault(vid, [])
         wanted.append(lay)
-        if vid in args or v.shape is None:
+        if vid in args or v.shape is None or v.owner < 0:
             continue
         if len(wanted) != len(graph.users(vid)) or any(w != lay for w in wanted):
             continue
         if any(n % span(a, ctx.mesh) for n, a in zip(v.shape, lay, strict=True)):
             continue
-        if v.owner < 0:
-            continue
         node = graph.node(v.owner)
         if node.op in _USER_LAYOUT_OPS:
             continue
-        ctx.layouts[vid] = lay
+        aimed[vid] = lay
         if node.op == "stablehlo.transpose" and len(node.operands) == 1:
             perm = node.attrs.get("permutation")
             if isinstance(perm, tuple):
@@ -493,13 +512,51 @@ def _aim_at_results(
                 for out_dim, in_dim in enumerate(perm):
                     if isinstance(in_dim, int):
                         back[in_dim] = lay[out_dim]
-                pending.append((node.operands[0], tuple(back)))
+                pending.append((node.operands[0], tuple(back), vid))
             continue
         found = rule_lookup(graph, node)
         rule = found.rule if found is not None else None
         if rule is None or node.regions or not is_elementwise(rule):
+            starts.add(vid)
             continue
-        pending += [(o, lay) for o in node.operands if graph.value(o).shape == v.shape]
+        pending += [
+            (o, lay, vid) for o in node.operands if graph.value(o).shape == v.shape
+        ]
+    fewer = {
+        find(vid)
+        for vid, lay in aimed.items()
+        if vid not in results
+        and _ways(lay, ctx.mesh) < _ways(ctx.layouts.get(vid, ()), ctx.mesh)
+    }
+    kept = set(fewer)
+    for vid in uses:
+        if find(vid) in kept and (
+            vid not in aimed or (vid in starts and not _expands(graph, vid))
+        ):
+            kept.discard(find(vid))
+    for vid, lay in aimed.items():
+        if vid in results or find(vid) not in fewer or find(vid) in kept:
+            ctx.layouts[vid] = lay
+
+
+def _expands(graph: Graph, vid: int) -> bool:
+    """Whether the op that makes `vid` reads fewer bytes than it makes."""
+    node = graph.node(graph.value(vid).owner)
+
+    def size(ids: Sequence[int]) -> int:
+        total = 0
+        for i in ids:
+            v = graph.value(i)
+            if v.shape is not None:
+                total += math.prod(v.shape) * itemsize(v.dtype)
+        return total
+
+    return size(node.operands) < size(node.results)
+
+
+def _ways(layout: Layout, mesh: MeshModel) -> int:
+    """Blocks a layout splits a value in."""
+    return math.prod(span(axes, mesh) for axes in layout)
 
 
 def _check_divisible(graph: Graph, ctx: PartitionCtx) -> None:

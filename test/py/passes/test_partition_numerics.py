@@ -415,8 +415,9 @@ def test_while_loop(mesh: str, spec: P) -> None:
 
 def test_a_value_read_several_times_on_the_way_to_a_result_moves_once() -> None:
     """GELU reads its input four times; the result is returned replicated
-    along a dim the input is split on. The input is gathered once (its every
-    use aims at the result's layout), not each use's result (four
+    along a dim the input is split on. The GELU runs split and its result
+    is gathered once, not each of the four ops that read the input (the
+    chain's values aimed at the result's layout, the input not: four
     all-gathers)."""
     args = [rand(8, 16, 32), 0.2 * rand(32, 32, seed=1)]
     got, want, report = run_both(
