@@ -230,13 +230,13 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
     part of the input its elements come from (pieces moved by
     collective-permute, or one all-gather of the pieces of every slice of
     the value) and slices it locally with the same stride."""
+    users = ctx.graph.users(node.results[0])
+    if len(users) == 1 and rotation_of(ctx, ctx.graph.node(users[0])) is not None:
+        return  # its concatenate moves the pieces of the sliced value itself
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
-    users = ctx.graph.users(node.results[0])
-    if len(users) == 1 and rotation_of(ctx, ctx.graph.node(users[0])) is not None:
-        return  # its concatenate moves the pieces of the sliced value itself
     operand = ctx.graph.value(node.operands[0]).shape or ()
     starts = list(ints(node.attrs.get("start_indices")))
     stops = list(ints(node.attrs.get("limit_indices")))
