@@ -287,6 +287,10 @@ def aligned_exchange(plan: WindowPlan) -> Aligned | None:
     before = sum(length[s] for s in remote if s < 0)
     span = before + block + sum(length[s] for s in remote if s > 0)
     at = [plan.first(i) - (i * block - before) for i in range(n)]
+    for i in range(n):
+        lo, hi = _needed(plan, i)
+        if lo >= hi:  # reads nothing (an uneven result's padding): any cut
+            at[i] = max(0, min(at[i], span - plan.length))
     low = max(0, -min(at))
     high = max(0, max(a + plan.length for a in at) - span)
     rounds = []

@@ -219,6 +219,10 @@ def _build_window(
     pieces) rather than zeros (from a permute)."""
     ex = plan_exchange(plan)
     run = None if junk else aligned_exchange(plan)
+    # The run is a new buffer of the block and its pieces: not where a buffer
+    # with margins would be smaller (a short window of a long block).
+    if run and len(run.rounds) > 1 and run.total > plan.length + 2 * ex.margin:
+        run = None
     if ex.uniform:
         window = _window_by_pieces(ctx, x, dim, plan, ex, pad, fetch)
     elif run is not None:
