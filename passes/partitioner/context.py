@@ -186,6 +186,10 @@ class PartitionCtx:
         self.scope = Scope(None)
         self.inline_depth = 0
         self.factor_cache: dict[object, tuple[DimAxes, ...]] = {}
+        # Decisions about one op that other ops' handlers ask for too (a
+        # concatenate's rotation, asked by each of its slices first), keyed
+        # by what they depend on.
+        self.decided: dict[object, object] = {}
         # Graph values some window of which is cached (`windows.gather_window`):
         # what reaching a windowed split costs differs for them.
         self.windowed: set[int] = set()

@@ -274,8 +274,8 @@ def aligned_exchange(plan: WindowPlan) -> Aligned | None:
     for s in remote:
         if s not in (first, last) and length[s] != block:
             return None
-    for i in range(n):
-        lo, hi = _needed(plan, i)
+    needs = [_needed(plan, i) for i in range(n)]
+    for i, (lo, hi) in enumerate(needs):
         if lo >= hi:
             continue
         for j in range(lo // block, (hi - 1) // block + 1):
@@ -287,8 +287,7 @@ def aligned_exchange(plan: WindowPlan) -> Aligned | None:
     before = sum(length[s] for s in remote if s < 0)
     span = before + block + sum(length[s] for s in remote if s > 0)
     at = [plan.first(i) - (i * block - before) for i in range(n)]
-    for i in range(n):
-        lo, hi = _needed(plan, i)
+    for i, (lo, hi) in enumerate(needs):
         if lo >= hi:  # reads nothing (an uneven result's padding): any cut
             at[i] = max(0, min(at[i], span - plan.length))
     low = max(0, -min(at))

@@ -471,6 +471,16 @@ def rotation_of(ctx: PartitionCtx, node: Node) -> Rotation | None:
     ways)."""
     if node.op != "stablehlo.concatenate" or len(node.operands) < 2:
         return None
+    # Asked by each slice and by the concatenate: decided once per layout (a
+    # callee's copies may lay the concatenate out differently).
+    key = ("rotation", node.id, ctx.layout(node.results[0]))
+    if key not in ctx.decided:
+        ctx.decided[key] = _find_rotation(ctx, node)
+    found = ctx.decided[key]
+    return found if isinstance(found, Rotation) else None
+
+
+def _find_rotation(ctx: PartitionCtx, node: Node) -> Rotation | None:
     dim = node.attrs.get("dimension")
     result = ctx.graph.value(node.results[0])
     if not isinstance(dim, int) or result.shape is None:
