@@ -159,6 +159,11 @@ class Scope:
         return None
 
 
+# Float dtypes whose max/min across devices runs on integer keys of the same
+# width (`PartitionCtx.reduce_float_extremum`); others reduce as they are.
+_ORDERED_KEY_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+
+
 class PartitionCtx:
     """What handlers share while the per-device body is built."""
 
@@ -499,13 +504,15 @@ class PartitionCtx:
         assert isinstance(step, AllReduce | ReduceScatter)
         kind = "all-reduce" if isinstance(step, AllReduce) else "reduce-scatter"
         self.record(kind, step.axes, moved, why)
-        reduced = self.reduce_across(a, after, step, combiner)
         if combiner not in ("stablehlo.maximum", "stablehlo.minimum"):
-            return reduced
+            return self.reduce_across(a, after, step, combiner)
+        if dtype in _ORDERED_KEY_WIDTH:
+            return self.reduce_float_extremum(a, after, step, combiner)
+        reduced = self.reduce_across(a, after, step, combiner)
         if not dtype.startswith(("f", "bf")):
             return reduced
-        # XLA's CPU all-reduce computes max/min without propagating NaN, while
-        # the unsharded reduce does: a 1-byte flag says where a NaN was.
+        # Other floats (8-bit): a 1-byte flag reduced beside the value says
+        # where a NaN was.
         op_name, loc, reason = why
         self.record(
             kind,
@@ -522,6 +529,37 @@ class PartitionCtx:
         zero = b.splat(Ty((), dtype), "0.0")
         nan = b.binary("stablehlo.divide", zero, zero)
         return b.select(has_nan, b.broadcast(nan, after), reduced)
+
+    def reduce_float_extremum(
+        self, a: Val, result: Ty, step: AllReduce | ReduceScatter, combiner: str
+    ) -> Val:
+        """A float max/min across devices that keeps NaN, as the unsharded
+        reduce does (XLA's CPU all-reduce drops it): one collective over
+        integer keys ordered as the floats are, NaN past either end.
+
+        The key of a float's bits k (read as a signed integer) is k where k
+        >= 0 and k with every bit but the sign flipped where k < 0: then
+        -inf < ... < -0.0 < +0.0 < ... < +inf, and the map is its own
+        inverse. NaN becomes the largest key for max, the smallest for min,
+        which map back to a NaN."""
+        b = self.b
+        width = _ORDERED_KEY_WIDTH[a.ty.dtype]
+        int_type = f"i{width}"
+
+        def ordered(bits: Val) -> Val:
+            low_bits = b.splat(bits.ty, str((1 << (width - 1)) - 1))
+            negative = b.compare(bits, b.splat(bits.ty, "0"), "LT")
+            flipped = b.binary("stablehlo.xor", bits, low_bits)
+            return b.select(negative, flipped, bits)
+
+        as_int = a.ty.with_dtype(int_type)
+        extreme = (1 << (width - 1)) - 1
+        if combiner == "stablehlo.minimum":
+            extreme = -extreme - 1
+        key = ordered(b.op1("stablehlo.bitcast_convert", [a], as_int))
+        key = b.select(b.compare(a, a, "NE"), b.splat(as_int, str(extreme)), key)
+        reduced = self.reduce_across(key, result.with_dtype(int_type), step, combiner)
+        return b.op1("stablehlo.bitcast_convert", [ordered(reduced)], result)
 
     def reduce_across(
         self, a: Val, result: Ty, step: AllReduce | ReduceScatter, combiner: str

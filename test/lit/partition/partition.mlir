@@ -16,17 +16,26 @@ func.func public @elementwise_runs_on_local_blocks(%a: tensor<8x16xf32> {sdy.sha
 sdy.mesh @mesh = <["x"=2, "y"=4]>
 // A reduction over a sharded dim reduces locally, then all-reduces with the
 // reduce's own combiner. XLA's all-reduce max drops NaN where the unsharded
-// reduce keeps it, so a one-byte NaN flag is reduced beside it.
+// reduce keeps it, so a float max/min reduces integer keys ordered as the
+// floats are (negative bit patterns flipped below the sign), NaN the largest
+// key, in one collective; the same map turns the result back.
 // CHECK-LABEL: func.func public @reduce_max_over_sharded_dim
 // CHECK: %[[LOCAL:.*]] = stablehlo.reduce({{.*}}) applies stablehlo.maximum across dimensions = [1] : (tensor<4x4xf32>, tensor<f32>) -> tensor<4xf32>
-// CHECK: %[[MAX:.*]] = "stablehlo.all_reduce"(%[[LOCAL]])
-// CHECK-SAME: replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]>
-// CHECK: stablehlo.maximum
+// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %[[LOCAL]] : (tensor<4xf32>) -> tensor<4xi32>
+// CHECK: %[[NEG:.*]] = stablehlo.compare LT, %[[BITS]]
+// CHECK: %[[FLIP:.*]] = stablehlo.xor %[[BITS]]
+// CHECK: %[[KEY:.*]] = stablehlo.select %[[NEG]], %[[FLIP]], %[[BITS]]
 // CHECK: %[[IS_NAN:.*]] = stablehlo.compare NE, %[[LOCAL]], %[[LOCAL]]
-// CHECK: %[[FLAG:.*]] = stablehlo.convert %[[IS_NAN]] : (tensor<4xi1>) -> tensor<4xi8>
-// CHECK: %[[ANY:.*]] = "stablehlo.all_reduce"(%[[FLAG]])
-// CHECK: }) : (tensor<4xi8>) -> tensor<4xi8>
-// CHECK: stablehlo.select %{{.*}}, %{{.*}}, %[[MAX]] : tensor<4xi1>, tensor<4xf32>
+// CHECK: %[[TOP:.*]] = stablehlo.constant dense<2147483647> : tensor<4xi32>
+// CHECK: %[[NKEY:.*]] = stablehlo.select %[[IS_NAN]], %[[TOP]], %[[KEY]]
+// CHECK: %[[MAX:.*]] = "stablehlo.all_reduce"(%[[NKEY]])
+// CHECK-SAME: replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]>
+// CHECK: stablehlo.maximum %{{.*}} : tensor<i32>
+// CHECK: }) : (tensor<4xi32>) -> tensor<4xi32>
+// CHECK: %[[NEG2:.*]] = stablehlo.compare LT, %[[MAX]]
+// CHECK: %[[FLIP2:.*]] = stablehlo.xor %[[MAX]]
+// CHECK: %[[OUT:.*]] = stablehlo.select %[[NEG2]], %[[FLIP2]], %[[MAX]]
+// CHECK: stablehlo.bitcast_convert %[[OUT]] : (tensor<4xi32>) -> tensor<4xf32>
 func.func public @reduce_max_over_sharded_dim(%a: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> (tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) {
   %cst = stablehlo.constant dense<0xFF800000> : tensor<f32>
   %0 = stablehlo.reduce(%a init: %cst) applies stablehlo.maximum across dimensions = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}]>]>} : (tensor<8x16xf32>, tensor<f32>) -> tensor<8xf32>

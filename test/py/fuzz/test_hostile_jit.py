@@ -68,6 +68,40 @@ def test_nan_and_inf_propagate_as_unsharded(name: str, fn: Callable[..., Any]) -
     same(got, unsharded(fn, x))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, jnp.bfloat16, np.float16])
+@pytest.mark.parametrize("combiner", ["max", "min"])
+@pytest.mark.parametrize(
+    "out_spec", [("x",), ("x", "y")], ids=["all-reduce", "scatter"]
+)
+def test_float_extremum_across_devices_keeps_every_value(
+    dtype: Any, combiner: str, out_spec: tuple[str, ...]
+) -> None:
+    """max/min over a split dim reduce integer keys ordered as the floats are:
+    negative values, -inf, -0.0, +inf and NaN come back as unsharded (rows
+    without NaN too, so the key order itself is checked)."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((8, 32)) * 100).astype(np.float32)
+    x[0] = -np.abs(x[0])  # a row of negatives only
+    x[1, 3], x[2, 30], x[3, 9] = -np.inf, np.inf, np.nan
+    x[4, :] = -0.0
+    x[5, 17], x[6, 4] = np.nan, -np.inf
+    x = x.astype(dtype)
+
+    def fn(a: jax.Array) -> jax.Array:
+        return a.max(axis=1) if combiner == "max" else a.min(axis=1)
+
+    f = meshjit.jit(fn, in_shardings=ns("x", "y"), out_shardings=ns(out_spec))
+    got = f(x)
+    (want,) = unsharded(fn, x)
+    assert (got.shape, got.dtype) == (want.shape, want.dtype)
+    # as f32: numpy's NaN == NaN in assert_array_equal skips bfloat16
+    got32, want32 = np.asarray(got, np.float32), np.asarray(want, np.float32)
+    np.testing.assert_array_equal(got32, want32)
+    assert np.isnan(got32).sum() == 2  # rows 3 and 5 hold a NaN
+    finite = np.isfinite(got32)
+    assert (np.signbit(got32) == np.signbit(want32))[finite].all()  # -0.0 too
+
+
 ZERO_CASES = [
     ("sum", lambda a: a.sum(axis=0), (0, 8), P("x", "y"), False),
     ("sum", lambda a: a.sum(axis=0), (0,), P(("x", "y")), True),
