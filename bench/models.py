@@ -1065,6 +1065,65 @@ REMAT_TRAIN = Workload(
 )
 
 
+# CycleGAN-style ResNet generator -----------------------------------------------------
+# Reflection padding before every unpadded convolution (`jnp.pad(mode="reflect")`
+# traces to private functions that slice, reverse and concatenate the edges), a
+# 7x7 stem, stride-2 downsampling, residual blocks, instance norm, and stride-2
+# transposed convolutions back up. Forward on split height.
+
+CYCLEGAN_PARAMS: dict[str, Any] = {
+    "stem": _Leaf((7, 7, 3, 8)),
+    "down": _Leaf((3, 3, 8, 16)),
+    "blocks": [
+        {"conv1": _Leaf((3, 3, 16, 16)), "conv2": _Leaf((3, 3, 16, 16))}
+        for _ in range(2)
+    ],
+    "up": _Leaf((3, 3, 16, 8)),
+    "head": _Leaf((7, 7, 8, 3)),
+}
+
+
+def _reflect_conv(x: jax.Array, w: jax.Array) -> jax.Array:
+    r = w.shape[0] // 2
+    x = jnp.pad(x, ((0, 0), (r, r), (r, r), (0, 0)), mode="reflect")
+    return jax.lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=_DN)
+
+
+def _instance_norm(x: jax.Array) -> jax.Array:
+    mean = x.mean(axis=(1, 2), keepdims=True)
+    var = x.var(axis=(1, 2), keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-5)
+
+
+def cyclegan_generator(params: dict[str, Any], images: jax.Array) -> jax.Array:
+    x = jax.nn.relu(_instance_norm(_reflect_conv(images, params["stem"])))
+    x = jax.nn.relu(_instance_norm(_conv(x, params["down"], 2)))
+    for block in params["blocks"]:
+        y = jax.nn.relu(_instance_norm(_reflect_conv(x, block["conv1"])))
+        x = x + _instance_norm(_reflect_conv(y, block["conv2"]))
+    x = jax.lax.conv_transpose(x, params["up"], (2, 2), "SAME", dimension_numbers=_DN)
+    x = jax.nn.relu(_instance_norm(x))
+    return jnp.tanh(_reflect_conv(x, params["head"]))
+
+
+def _cyclegan_args() -> tuple[Any, ...]:
+    return (_arrays(CYCLEGAN_PARAMS, seed=21), _rand(4, 64, 64, 3, seed=22))
+
+
+_CYCLEGAN_REP = _same_specs(CYCLEGAN_PARAMS, P())
+
+CYCLEGAN_FWD = Workload(
+    "cyclegan_fwd",
+    cyclegan_generator,
+    _cyclegan_args,
+    (
+        Layout("batch2_height4", "2x4", (_CYCLEGAN_REP, P("x", "y")), P("x", "y")),
+        Layout("height8", "8", (_CYCLEGAN_REP, P(None, "x")), P(None, "x")),
+    ),
+    tags=("model", "conv"),
+)
+
+
 MODELS = (
     RESNET_FWD,
     RESNET_TRAIN,
@@ -1082,4 +1141,5 @@ MODELS = (
     WAVENET_FWD,
     SWIN_FWD,
     REMAT_TRAIN,
+    CYCLEGAN_FWD,
 )

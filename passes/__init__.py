@@ -27,21 +27,23 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
 
 # What meshjit.jit runs before partitioning: propagation-pipeline less the
 # renaming of constraints to reshards (the partitioner reads both alike, and
-# the rename costs a print and a parse of the module).
+# the rename costs a print and a parse of the module), with private functions'
+# signatures left as propagation found them (the partitioner inlines calls:
+# an evenly divisible signature would move values at each call).
 JIT_PROPAGATION = (
     "import-shardings,propagate{callees=copies apply-sharding-constraints=true},"
-    "export-shardings{close-shardings=true}"
+    "export-shardings{close-shardings=true even-callees=false}"
 )
 _PROPAGATION_PIPELINE = (
     "import-shardings,propagate{{callees={callees} "
     "apply-sharding-constraints=true split-constants=true}},"
-    "export-shardings{{close-shardings=true constraints-to-reshards=true}}"
+    "export-shardings{{close-shardings=true constraints-to-reshards=true{even}}}"
 )
 
 ALL_PIPELINES: tuple[PipelineAlias, ...] = (
     PipelineAlias(
         "propagation-pipeline",
-        _PROPAGATION_PIPELINE.format(callees="copies"),
+        _PROPAGATION_PIPELINE.format(callees="copies", even=""),
         "import, propagate (user + op priorities, aggressive; a copy of a called "
         "function per call site, merged where their shardings agree) and export "
         "shardings in the form Shardy's propagation pipeline leaves them "
@@ -52,15 +54,16 @@ ALL_PIPELINES: tuple[PipelineAlias, ...] = (
                 "one body per called function, shared by every call (Shardy's "
                 "option of that name)",
                 (
-                    ("false", _PROPAGATION_PIPELINE.format(callees="copies")),
-                    ("true", _PROPAGATION_PIPELINE.format(callees="shared")),
+                    ("false", _PROPAGATION_PIPELINE.format(callees="copies", even="")),
+                    ("true", _PROPAGATION_PIPELINE.format(callees="shared", even="")),
                 ),
             ),
         ),
     ),
     PipelineAlias(
         "spmd-pipeline",
-        "propagation-pipeline,partition",
+        _PROPAGATION_PIPELINE.format(callees="copies", even=" even-callees=false")
+        + ",partition",
         "propagate shardings, then partition into the per-device program that "
         "meshjit.jit compiles",
     ),

@@ -2,7 +2,8 @@
 
 Func inputs and outputs are made evenly divisible (a dim keeps only the major
 axes that divide it) and lose sub-axes, as Shardy's export does for the
-boundary of the program. With `close-shardings` (what `propagation-pipeline`
+boundary of the program (private functions too, unless `even-callees=false`,
+which meshjit.jit's pipeline sets). With `close-shardings` (what `propagation-pipeline`
 runs, like Shardy's propagation pipeline) every dim is closed and explicitly
 replicated axes are dropped; without it open dims keep their `?`. The work
 is done in `passes/propagation/export.py` (compiled; this pass class cannot be).
@@ -51,10 +52,18 @@ class ExportShardingsPass(ModulePass):
     # sdy.reshard it stands for, sharding groups go, constants are
     # sdy.constant (what `propagation-pipeline` writes)
     constraints_to_reshards: bool = False
+    # Private functions' arguments and results made evenly divisible too, as
+    # Shardy's export writes them. meshjit.jit's pipeline turns this off: a
+    # call is inlined where it is partitioned, and an even signature there
+    # would move a value that the callee's ops keep split (an uneven slice
+    # passed to `jnp.flip`'s function all-gathered at the call and split again).
+    even_callees: bool = True
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
         graph = read_graph(module, diags.source_name)
-        write_attrs(module, Exporter(self.close_shardings).plan(graph, diags))
+        write_attrs(
+            module, Exporter(self.close_shardings, self.even_callees).plan(graph, diags)
+        )
         if not self.constraints_to_reshards:
             return
         ops = {n.op for n in graph.walk()}

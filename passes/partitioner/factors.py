@@ -82,6 +82,9 @@ class FactorLimits:
     # their axes do not divide (blocks padded at the end); split reduction
     # factors then need the handler to mask the padding (`mask_uneven`).
     uneven: bool = False
+    # With `uneven`: factors that still split only where their axes divide
+    # them (a reversed dim: padded blocks would not mirror into place).
+    even: frozenset[int] = frozenset()
 
     def window(self, factor: int) -> WindowedFactor | None:
         for w in self.windowed:
@@ -326,7 +329,11 @@ def factors_from(
     used: list[AxisRef] = []
     in_results = {f for t in rule.results for dim in t for f in dim}
     windowed = {w.factor: w for w in limits.windowed}
-    whole = whole_dim_factors(ctx, node, rule) if limits.uneven else frozenset()
+    whole = (
+        whole_dim_factors(ctx, node, rule) - limits.even
+        if limits.uneven
+        else frozenset()
+    )
     # A windowed factor may split unevenly too: its blocks' windows are cut
     # from padded blocks and masked.
     whole |= frozenset(windowed)

@@ -247,7 +247,7 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
             for f in rule.operands[0][d]
             if rule.kind(f) is FactorKind.PERMUTATION
         ]
-    limits = FactorLimits(windowed=tuple(windowed))
+    limits = FactorLimits(windowed=tuple(windowed), uneven=True)
     group = _slice_group(ctx, node) if len(windowed) == 1 else None
     factors: list[DimAxes] = []
     if group is not None:
@@ -610,7 +610,7 @@ def concatenate(node: Node, ctx: PartitionCtx) -> None:
         f for f in rule.results[0][dim] if rule.kind(f) is not FactorKind.PASS_THROUGH
     ]
     windowed = tuple(WindowedFactor(f, dim, tuple(windows), trim=True) for f in factors)
-    limits = FactorLimits(windowed=windowed)
+    limits = FactorLimits(windowed=windowed, uneven=True)
     chosen = choose_factors(ctx, node, rule, limits)
     joint = joint_choice(ctx, node, rule, limits, chosen)
     if joint is None:
@@ -704,14 +704,25 @@ def reverse(node: Node, ctx: PartitionCtx) -> None:
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
         return
-    dims = ints(node.attrs.get("dimensions"))
+    shape = ctx.graph.value(node.operands[0]).shape or ()
+    reversed_dims = ints(node.attrs.get("dimensions"))
     movable = frozenset(
         f
-        for d in dims
+        for d in reversed_dims
         for f in rule.operands[0][d]
         if rule.kind(f) is FactorKind.PERMUTATION
     )
-    lop = prepare(ctx, node, rule, FactorLimits(movable=movable))
+    # A dim of size 1 reverses to itself: it splits as any other dim (one
+    # block holds it, the others padding) and is neither moved nor mirrored.
+    dims = tuple(d for d in reversed_dims if shape[d] > 1)
+    # Blocks padded at the end of an uneven reversed dim would not mirror
+    # into place: the other dims may split unevenly, the reversed ones not.
+    even = frozenset(f for d in dims for f in rule.operands[0][d] if f in movable)
+    limits = FactorLimits(movable=movable, uneven=True, even=even)
+    lop = prepare(ctx, node, rule, limits)
+    if not dims:
+        finish(ctx, node, lop, list(lop.operands))
+        return
     out = ctx.b.op1(node.op, lop.operands, lop.results[0], lop.attrs)
     lay = lop.produced[0]
     split = [axes for d, axes in enumerate(lay) if d in dims and axes]

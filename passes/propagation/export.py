@@ -82,8 +82,9 @@ def _warn_dropped(
 class Exporter:
     """Converts a graph's shardings to the exported form."""
 
-    def __init__(self, close_shardings: bool) -> None:
+    def __init__(self, close_shardings: bool, even_callees: bool = True) -> None:
         self.close_shardings = close_shardings
+        self.even_callees = even_callees
 
     def plan(self, graph: Graph, diags: Diagnostics) -> AttrPlan:
         """What to write: each sharding in its exported form."""
@@ -130,6 +131,7 @@ class Exporter:
             types = [graph.value(v).shape for v in block.args]
             fid = func.id
             private = func.attr("sym_visibility") == "private"
+            even = not private or self.even_callees
 
             def put_convert(
                 text: str,
@@ -137,8 +139,9 @@ class Exporter:
                 shape: tuple[int, ...] | None,
                 what: str,
                 private: bool = private,
+                even: bool = even,
             ) -> str | None:
-                return convert(text, loc, shape, private, what)
+                return convert(text, loc, shape if even else None, private, what)
 
             def put_arg(i: int, t: str, fid: int = fid) -> None:
                 plan.set_arg(fid, i, SHARDING, t)

@@ -37,3 +37,47 @@ func.func public @uneven_value_gathered_whole(%a: tensor<10x4xf32>) -> tensor<10
   %2 = stablehlo.add %1, %a {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>]>} : tensor<10x4xf32>
   return %2 : tensor<10x4xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// Slicing, reversing and concatenating along a whole dim (here the columns)
+// leave the uneven split of the rows in place: the ops run on the padded
+// blocks of 3 rows and nothing moves before the result is gathered (the last
+// reverse runs on the gathered rows: either place costs the same). A
+// reversed dim of size 1 is its own reverse: no op is left of it
+// (`jnp.pad(mode="reflect")` slices and reverses such edges).
+// CHECK-LABEL: func.func public @uneven_rows_kept_under_column_ops
+// CHECK-NOT: all_gather
+// CHECK: %[[EDGE:.*]] = stablehlo.slice %{{.*}} [0:3, 1:2] : (tensor<3x8xf32>) -> tensor<3x1xf32>
+// CHECK-NOT: stablehlo.reverse
+// CHECK: stablehlo.concatenate %[[EDGE]], %{{.*}}, dim = 1 : (tensor<3x1xf32>, tensor<3x8xf32>) -> tensor<3x9xf32>
+// CHECK: %[[G:.*]] = "stablehlo.all_gather"
+// CHECK: %[[ROWS:.*]] = stablehlo.slice %[[G]] [0:10, 0:9] : (tensor<12x9xf32>) -> tensor<10x9xf32>
+// CHECK: stablehlo.reverse %[[ROWS]], dims = [1] : tensor<10x9xf32>
+func.func public @uneven_rows_kept_under_column_ops(%a: tensor<10x8xf32>) -> tensor<10x9xf32> {
+  %0 = sdy.sharding_constraint %a <@mesh, [{"x"}, {}]> : tensor<10x8xf32>
+  %1 = stablehlo.slice %0 [0:10, 1:2] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<10x8xf32>) -> tensor<10x1xf32>
+  %2 = stablehlo.reverse %1, dims = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<10x1xf32>
+  %3 = stablehlo.concatenate %2, %0, dim = 1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<10x1xf32>, tensor<10x8xf32>) -> tensor<10x9xf32>
+  %4 = stablehlo.reverse %3, dims = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<10x9xf32>
+  return %4 : tensor<10x9xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// A one-row slice split over the axis (as propagation leaves the edge row of
+// a reflect pad): its reverse along that dim is the row itself, and the row
+// stays split (device 0 holds it) until the result gathers it.
+// CHECK-LABEL: func.func public @reverse_of_a_split_size_one_dim_is_local
+// CHECK-NOT: all_gather
+// CHECK: %[[ROW:.*]] = stablehlo.dynamic_slice %{{.*}}, sizes = [1, 8] : (tensor<3x8xf32>, tensor<i32>, tensor<i32>) -> tensor<1x8xf32>
+// CHECK-NOT: stablehlo.reverse
+// CHECK: "stablehlo.all_gather"(%{{.*}}) {{.*}} : (tensor<1x8xf32>) -> tensor<4x8xf32>
+// CHECK: stablehlo.negate
+func.func public @reverse_of_a_split_size_one_dim_is_local(%a: tensor<12x8xf32>) -> tensor<1x8xf32> {
+  %0 = sdy.sharding_constraint %a <@mesh, [{"x"}, {}]> : tensor<12x8xf32>
+  %1 = stablehlo.slice %0 [1:2, 0:8] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<12x8xf32>) -> tensor<1x8xf32>
+  %2 = stablehlo.reverse %1, dims = [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<1x8xf32>
+  %3 = stablehlo.negate %2 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<1x8xf32>
+  return %3 : tensor<1x8xf32>
+}

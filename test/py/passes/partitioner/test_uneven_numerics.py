@@ -66,7 +66,34 @@ OPS = {
     "concat": lambda x: jnp.concatenate([SPLIT10(x), x[:3]]),
     "reverse": lambda x: jnp.flip(SPLIT10(x), 0),
     "softmax": lambda x: jax.nn.softmax(SPLIT10(x), axis=0),
+    # ops along the other dim, the uneven one kept split (no gather)
+    "slice_cols": lambda x: SPLIT10(x)[:, 3:11:2],
+    "concat_cols": lambda x: jnp.concatenate([SPLIT10(x)[:, 1:2], SPLIT10(x)], 1),
+    "reverse_cols": lambda x: jnp.flip(SPLIT10(x), 1),
+    "reverse_size_one": lambda x: jnp.flip(SPLIT10(x)[:, 4:5], (0, 1)),
+    "reflect_pad": lambda x: jnp.pad(SPLIT10(x), ((2, 2), (1, 1)), mode="reflect"),
+    "edge_pad": lambda x: jnp.pad(SPLIT10(x), ((1, 1), (3, 0)), mode="edge"),
 }
+
+
+@pytest.mark.parametrize(
+    ("name", "fn"),
+    [
+        ("slice_cols", lambda x: x[:, 1:2]),
+        ("concat_cols", lambda x: jnp.concatenate([jnp.flip(x[:, 1:2], 1), x], 1)),
+        ("reverse_cols", lambda x: jnp.flip(x, 1) * 2),
+    ],
+)
+def test_ops_along_a_kept_dim_leave_the_uneven_split_in_place(
+    name: str, fn: Callable[[jax.Array], jax.Array]
+) -> None:
+    """66 rows over 8 devices (blocks of 9): slicing, concatenating or
+    reversing the columns is local: only the result, which leaves the
+    program whole (an uneven result cannot be split), is gathered."""
+    split = constrained(MESH8, P("x"))
+    compiled = check(lambda x: split(fn(split(x))), rand(66, 12))
+    moved = compiled.partition_report.collectives
+    assert [c.op for c in moved] == ["func.return"], compiled.collectives_text()
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
