@@ -592,9 +592,11 @@ class PartitionCtx:
         if node.op == "stablehlo.iota":
             return True
         if node.op == "stablehlo.broadcast_in_dim":
-            return self.recomputable(node.operands[0], depth) and not (
-                self.graph.value(node.operands[0]).shape
-            )
+            # a splat, or (one level deeper) an index vector spread over a
+            # grid: `arange(T)[:, None] - arange(T)[None, :]`
+            if not self.graph.value(node.operands[0]).shape:
+                return self.recomputable(node.operands[0], depth)
+            return depth > 0 and self.recomputable(node.operands[0], depth - 1)
         if node.op in ("stablehlo.constant", "sdy.constant"):
             value = node.attrs.get("value")
             return isinstance(value, DenseElements) and value.splat is not None
@@ -613,8 +615,24 @@ class PartitionCtx:
             assert isinstance(dim, int)
             return self.iota(local, dim, layout[dim])
         if node.op == "stablehlo.broadcast_in_dim":
-            scalar = self.val(node.operands[0])
-            return self.b.broadcast(scalar, local)
+            operand = self.graph.value(node.operands[0]).shape
+            if not operand:
+                return self.b.broadcast(self.val(node.operands[0]), local)
+            # The operand made at its own local shape: each of its dims split
+            # as the result dim it becomes, unless broadcast from size 1.
+            attr = node.attrs.get("broadcast_dimensions")
+            dims = (
+                tuple(d for d in attr if isinstance(d, int))
+                if isinstance(attr, tuple)
+                else ()
+            )
+            inner = tuple(
+                layout[d] if operand[k] == v.shape[d] else ()
+                for k, d in enumerate(dims)
+            )
+            return self.b.broadcast(
+                self.recompute(node.operands[0], inner), local, dims
+            )
         if node.op in ("sdy.sharding_constraint", "sdy.reshard"):
             # per-device code has no sharding annotations: the value itself
             # (jax's explicit mode constrains iotas it makes)

@@ -2,7 +2,7 @@
 // arithmetic, masks, the counters of counter-based random bits) are made again
 // where a split use needs them, at the local shape, rather than computed whole
 // and sliced (global ops left behind are dead; XLA drops them).
-// RUN: %opt %s -p partition | filecheck %s
+// RUN: %opt %s -p partition --split-input-file | filecheck %s
 
 sdy.mesh @mesh = <["x"=2, "y"=3]>
 
@@ -38,4 +38,34 @@ func.func public @counters(%arg0: tensor<4x9xui32> {sdy.sharding = #sdy.sharding
   %11 = stablehlo.xor %9, %10 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<4x9xui32>
   %12 = stablehlo.add %11, %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<4x9xui32>
   return %12 : tensor<4x9xui32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=2, "y"=3]>
+// Relative positions `arange(6)[:, None] - arange(6)[None, :]` (an ALiBi or
+// relative-position bias table's index) on rows split over "x" and columns over
+// "y": each 1-D iota is made at the local size of the dim it is broadcast
+// into, with that dim's block offset, and broadcast locally; no 6x6 grid is
+// cut.
+// CHECK-LABEL: func.func public @relative_positions
+// CHECK: %[[I:.*]] = stablehlo.iota dim = 0 : tensor<3xi32>
+// CHECK: %[[IO:.*]] = stablehlo.add %[[I]], %{{.*}} : tensor<3xi32>
+// CHECK: %[[IB:.*]] = stablehlo.broadcast_in_dim %[[IO]], dims = [0] : (tensor<3xi32>) -> tensor<3x1xi32>
+// CHECK: stablehlo.broadcast_in_dim %[[IB]], dims = [0, 1] : (tensor<3x1xi32>) -> tensor<3x2xi32>
+// CHECK: %[[J:.*]] = stablehlo.iota dim = 0 : tensor<2xi32>
+// CHECK: %[[JO:.*]] = stablehlo.add %[[J]], %{{.*}} : tensor<2xi32>
+// CHECK: %[[JB:.*]] = stablehlo.broadcast_in_dim %[[JO]], dims = [1] : (tensor<2xi32>) -> tensor<1x2xi32>
+// CHECK: stablehlo.broadcast_in_dim %[[JB]], dims = [0, 1] : (tensor<1x2xi32>) -> tensor<3x2xi32>
+// CHECK: stablehlo.subtract %{{.*}}, %{{.*}} : tensor<3x2xi32>
+// CHECK-NOT: dynamic_slice
+func.func public @relative_positions(%arg0: tensor<6x6xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> (tensor<6x6xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) {
+  %0 = stablehlo.iota dim = 0 : tensor<6xi32>
+  %1 = stablehlo.broadcast_in_dim %0, dims = [0] : (tensor<6xi32>) -> tensor<6x1xi32>
+  %2 = stablehlo.iota dim = 0 : tensor<6xi32>
+  %3 = stablehlo.broadcast_in_dim %2, dims = [1] : (tensor<6xi32>) -> tensor<1x6xi32>
+  %4 = stablehlo.broadcast_in_dim %1, dims = [0, 1] : (tensor<6x1xi32>) -> tensor<6x6xi32>
+  %5 = stablehlo.broadcast_in_dim %3, dims = [0, 1] : (tensor<1x6xi32>) -> tensor<6x6xi32>
+  %6 = stablehlo.subtract %4, %5 : tensor<6x6xi32>
+  %7 = stablehlo.add %6, %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<6x6xi32>
+  return %7 : tensor<6x6xi32>
 }
