@@ -139,11 +139,18 @@ def run_replicated(
     says so in a remark where that costs anything: an operand or captured
     value is split (gathered), or a result is (every device computes all of
     it). An op on replicated values with replicated results (a key's
-    bitcast) is what it would be anyway. `remark=False`: a handler that runs
-    the op whole by choice says why in its own docstring."""
+    bitcast) is what it would be anyway, and so is one on zero-size values
+    (nothing to gather or compute: the reshapes of `jnp.pad`'s empty
+    edges). `remark=False`: a handler that runs the op whole by choice says
+    why in its own docstring."""
     captured_vids = captured_values(ctx.graph, node)
     values = (*node.operands, *captured_vids, *node.results)
-    if remark and any(any(ctx.layout(v)) for v in values):
+
+    def costs(vid: int) -> bool:
+        shape = ctx.graph.value(vid).shape
+        return any(ctx.layout(vid)) and not (shape is not None and 0 in shape)
+
+    if remark and any(costs(v) for v in values):
         ctx.remark(
             node.loc,
             f"'{node.op}' computed replicated ({why}): its operands are "

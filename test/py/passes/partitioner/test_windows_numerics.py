@@ -302,6 +302,27 @@ def test_pad_with_interior_and_negative_edges() -> None:
     assert "all-gather" not in compiled.partition_report.counts()
 
 
+@pytest.mark.parametrize("mode", ["reflect", "symmetric", "edge", "wrap"])
+@pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
+def test_padding_modes_then_valid_convolution(mode: str, mesh: str, spec: P) -> None:
+    """`jnp.pad`'s modes along the split height (private functions that
+    slice, reverse, broadcast and concatenate the edges; 44 rows over 8
+    split unevenly) feeding a VALID convolution, as image generators write
+    it. The empty edges some modes reshape make no remark: nothing of them
+    is gathered or computed."""
+
+    def f(w: jax.Array, x: jax.Array) -> jax.Array:
+        x = jnp.pad(x, ((0, 0), (2, 2), (2, 2), (0, 0)), mode=mode)
+        return jax.lax.conv_general_dilated(
+            x, w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        )
+
+    args = [rand(5, 5, 4, 8, seed=1), rand(2, 40, 24, 4, seed=2)]
+    compiled = run(f, args, mesh, [P(), spec], spec)
+    remarks = [r.message for r in compiled.partition_report.remarks]
+    assert not [m for m in remarks if "computed replicated" in m], remarks
+
+
 @pytest.mark.parametrize("dilation", [1, 2, 8])
 @pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
 def test_causal_dilated_convolution(dilation: int, mesh: str, spec: P) -> None:
