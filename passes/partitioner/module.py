@@ -22,7 +22,6 @@ from meshjit.dialects.sdy_text import (
 )
 from meshjit.dialects.sharding import MeshModel, TensorSharding
 from meshjit.dialects.stablehlo_rules import RULES
-from meshjit.passes.partitioner.builder import itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.control_flow import manual_axis_names
 from meshjit.passes.partitioner.cost import DEFAULT as DEFAULT_COST
@@ -544,12 +543,8 @@ def _expands(graph: Graph, vid: int) -> bool:
     node = graph.node(graph.value(vid).owner)
 
     def size(ids: Sequence[int]) -> int:
-        total = 0
-        for i in ids:
-            v = graph.value(i)
-            if v.shape is not None:
-                total += math.prod(v.shape) * itemsize(v.dtype)
-        return total
+        values = [graph.value(i) for i in ids]
+        return sum(value_bytes(v.shape, v.dtype, v.shape or ()) for v in values)
 
     return size(node.operands) < size(node.results)
 
