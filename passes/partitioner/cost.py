@@ -333,6 +333,13 @@ _TRANSCENDENTAL = frozenset(
 )
 
 
+# FLOPs' time of one comparison of a sort, of each further operand it moves,
+# and of one heap step of top_k (`op_flops`).
+_SORT_COMPARISON = 1400.0
+_SORT_OPERAND = 300.0
+_TOP_K_STEP = 900.0
+
+
 def op_flops(
     op: str,
     operand_shapes: Sequence[tuple[int, ...] | None],
@@ -348,15 +355,22 @@ def op_flops(
     if op in ("stablehlo.dot_general", "stablehlo.convolution"):
         return 2.0 * out * contracted
     if op == "stablehlo.sort":
-        # A comparison sort: n log n comparisons along the sorted dim. Each
-        # calls the comparator region: about 200 FLOPs' time (measured on
-        # this project's CPU: 24 ns per comparison at ~10 GFLOP/s).
-        return 200.0 * out * max(1.0, math.log2(max(2, contracted)))
+        # A comparison sort: n log n comparisons along the sorted dim, each a
+        # call of the comparator region that moves every operand's element.
+        # Measured on this project's CPU with all 8 devices busy (the regime
+        # `CostModel.flops`, 19 GFLOP/s, is measured in): 69-79 ns per
+        # comparison sorting one operand, 80-100 ns with an index operand
+        # (argsort), rows of 64 to 4096: ~1400 FLOPs' time, +300 per operand.
+        first = result_shapes[0] if result_shapes else None
+        elements = math.prod(first) if first is not None else out
+        per = _SORT_COMPARISON + _SORT_OPERAND * max(0, len(result_shapes) - 1)
+        return per * elements * max(1.0, math.log2(max(2, contracted)))
     if op == "chlo.top_k":
-        # A partial sort: every element against a heap of the k best.
+        # A partial sort: every element against a heap of the k best (the
+        # same machine: 26-65 ns per element and log2(k + 1), k = 8).
         inputs = sum(math.prod(s) for s in operand_shapes if s is not None)
         k = result_shapes[0][-1] if result_shapes and result_shapes[0] else 1
-        return 200.0 * inputs * max(1.0, math.log2(k + 1))
+        return _TOP_K_STEP * inputs * max(1.0, math.log2(k + 1))
     if op in ("stablehlo.reduce", "stablehlo.reduce_window"):
         inputs = sum(math.prod(s) for s in operand_shapes if s is not None)
         return float(max(out, inputs) * (contracted if op != "stablehlo.reduce" else 1))

@@ -101,10 +101,13 @@ def test_op_flops() -> None:
     dot = op_flops("stablehlo.dot_general", [(8, 16), (16, 4)], [(8, 4)], 16)
     assert dot == 2 * 8 * 4 * 16
     assert op_flops("stablehlo.add", [(8,), (8,)], [(8,)]) == 8
-    assert (
-        op_flops("stablehlo.sort", [(4, 1024)], [(4, 1024)], 1024)
-        == 200 * 4 * 1024 * 10
-    )
+    # n log n comparisons; an argsort's index operand costs more per one
+    sort = op_flops("stablehlo.sort", [(4, 1024)], [(4, 1024)], 1024)
+    assert sort == 1400 * 4 * 1024 * 10
+    argsort = op_flops("stablehlo.sort", [(4, 1024)] * 2, [(4, 1024)] * 2, 1024)
+    assert argsort == 1700 * 4 * 1024 * 10
+    top_k = op_flops("chlo.top_k", [(4, 1024)], [(4, 7), (4, 7)])
+    assert top_k == 900 * 4 * 1024 * 3
 
 
 class _Device:
