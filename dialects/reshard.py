@@ -7,7 +7,9 @@ moved per device. Nothing here touches MLIR.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -135,7 +137,10 @@ def plan_reshard(
         permute = _plan_permute(src, dst, mesh)
         if permute is not None:
             return [permute]
-    steps = _plan_collectives(src, dst, shape, mesh, partial)
+    fine_src, fine_dst, fine_partial = _refined(src, dst, partial, mesh)
+    steps = _plan_collectives(fine_src, fine_dst, shape, mesh, fine_partial)
+    if fine_src is not src or fine_dst is not dst or fine_partial is not partial:
+        steps = [_merged(s, mesh) for s in steps]
     if not partial and any(isinstance(s, AllGather) for s in steps):
         # Where every block of `dst` lies inside one block of `src`, cutting
         # it out and sending it moves one target block per device, which
@@ -254,6 +259,56 @@ def _plan_uneven(
     middle = tuple(tuple(d) for d in cur)
     steps += _plan_collectives(middle, dst, shape, mesh, ())
     return steps
+
+
+def _refined(
+    src: Layout, dst: Layout, partial: DimAxes, mesh: MeshModel
+) -> tuple[Layout, Layout, DimAxes]:
+    """`src`, `dst` and `partial` with each axis cut into the sub-axes that
+    the others use of it: `[{x}]` against `[{x:(1)4}]` (x=8) plans as
+    `[{x:(1)4, x:(4)2}]`, so that only the minor 2 leave the dim (a gather or
+    all-to-all over 2 devices, not over 8 and a slice back). Unchanged (the
+    same objects) where no axis is used at two granularities."""
+    cuts: dict[str, set[int]] = {}
+    for axes in (*src, *dst, partial):
+        for a in axes:
+            lo, hi = a.pre_size, a.pre_size * a.full_size(mesh)
+            cuts.setdefault(a.name, set()).update((lo, hi))
+    # an axis used whole everywhere has the cuts {1, n} only
+    if all(len(c) == 2 for c in cuts.values()):
+        return src, dst, partial
+
+    def cut(axes: DimAxes) -> DimAxes:
+        out: list[AxisRef] = []
+        for a in axes:
+            lo, hi = a.pre_size, a.pre_size * a.full_size(mesh)
+            inner = sorted(c for c in cuts[a.name] if lo <= c <= hi)
+            if len(inner) == 2:
+                out.append(a)
+                continue
+            out.extend(AxisRef(a.name, p, q // p) for p, q in itertools.pairwise(inner))
+        return tuple(out)
+
+    return (
+        tuple(cut(axes) for axes in src),
+        tuple(cut(axes) for axes in dst),
+        cut(partial),
+    )
+
+
+def _merged(step: Step, mesh: MeshModel) -> Step:
+    """`step` with consecutive sub-axes of one axis spelled as one again."""
+    if isinstance(step, AllGather):
+        return AllGather(step.dim, merge_axes(step.axes, mesh))
+    if isinstance(step, AllToAll):
+        return dataclasses.replace(step, axes=merge_axes(step.axes, mesh))
+    if isinstance(step, ReduceScatter):
+        return ReduceScatter(step.dim, merge_axes(step.axes, mesh))
+    if isinstance(step, AllReduce):
+        return AllReduce(merge_axes(step.axes, mesh))
+    if isinstance(step, LocalSlice):
+        return LocalSlice(tuple(merge_axes(a, mesh) for a in step.added))
+    return step
 
 
 def _plan_collectives(
@@ -493,14 +548,28 @@ def apply_step(layout: list[list[AxisRef]], step: Step) -> None:
         for d, added in enumerate(step.added):
             layout[d].extend(added)
     elif isinstance(step, AllGather):
-        del layout[step.dim][len(layout[step.dim]) - len(step.axes) :]
+        _drop_minor(layout[step.dim], step.axes)
     elif isinstance(step, AllToAll):
-        del layout[step.concat_dim][len(layout[step.concat_dim]) - len(step.axes) :]
+        _drop_minor(layout[step.concat_dim], step.axes)
         layout[step.split_dim].extend(step.axes)
     elif isinstance(step, ReduceScatter):
         layout[step.dim].extend(step.axes)
     elif isinstance(step, CollectivePermute) and step.dst:
         layout[:] = [list(d) for d in step.dst]
+
+
+def _drop_minor(axes: list[AxisRef], leaving: DimAxes) -> None:
+    """Removes `leaving` from the minor end of a dim's `axes`; a sub-axis at
+    the minor end of a larger one (`"x":(4)2` of `"x"`, a plan refined by
+    `_refined`) leaves the major part in place (`"x":(1)4`)."""
+    for gone in reversed(leaving):
+        last = axes[-1]
+        if last == gone or gone.name != last.name or not gone.is_sub_axis:
+            axes.pop()
+        elif gone.pre_size > last.pre_size:
+            axes[-1] = AxisRef(last.name, last.pre_size, gone.pre_size // last.pre_size)
+        else:
+            axes.pop()
 
 
 def reshard_bytes(

@@ -103,7 +103,12 @@ def conv_factors(graph: Graph, node: Node) -> ConvFactors | None:
         )
         if window.out_size != out[out_sp[s]] or flipped[s]:
             continue  # the dim stays whole
-        if rhs[rhs_sp[s]] > out[out_sp[s]]:
+        # Windows that overlap (a filter gradient's: the output gradient
+        # slid over the input) sum over the kernel's dim, the larger; windows
+        # side by side (patches: stride >= the dilated window) split by output.
+        span_ = (rhs[rhs_sp[s]] - 1) * rhs_dil[s] + 1
+        apart = lhs_dil[s] == 1 and strides[s] >= span_
+        if rhs[rhs_sp[s]] > out[out_sp[s]] and not apart:
             b.factor([lhs_sp[s], rhs_sp[s]], [NULL_DIM], rhs[rhs_sp[s]], REDUCTION)
             spatial.append((s, WindowedFactor(count, lhs_sp[s], ((0, window),), True)))
         else:
