@@ -53,7 +53,8 @@ def conv_factors(graph: Graph, node: Node) -> ConvFactors | None:
     """The convolution's factors as the partitioner splits them (the rule
     table's spatial factors serve propagation: two per dim, as Shardy's).
     Each spatial dim is one factor: shared by input and output, or by input
-    and kernel (a reduction) where the kernel is the larger."""
+    and kernel (a reduction) where the kernel's overlapping window spans
+    more than half the input (a filter gradient's)."""
     attrs = node.attrs
     dims = attrs.get("dimension_numbers")
     if not isinstance(dims, Mapping):
@@ -103,12 +104,15 @@ def conv_factors(graph: Graph, node: Node) -> ConvFactors | None:
         )
         if window.out_size != out[out_sp[s]] or flipped[s]:
             continue  # the dim stays whole
-        # Windows that overlap (a filter gradient's: the output gradient
-        # slid over the input) sum over the kernel's dim, the larger; windows
-        # side by side (patches: stride >= the dilated window) split by output.
+        # A window over most of the input (a filter gradient's: the output
+        # gradient slid over the input) sums over the kernel's dim: split
+        # by output, every block would need nearly all of the input. Windows
+        # side by side (patches: stride >= the dilated window) split by
+        # output, however long.
         span_ = (rhs[rhs_sp[s]] - 1) * rhs_dil[s] + 1
         apart = lhs_dil[s] == 1 and strides[s] >= span_
-        if rhs[rhs_sp[s]] > out[out_sp[s]] and not apart:
+        padded = (lhs[lhs_sp[s]] - 1) * lhs_dil[s] + 1 + lo + hi
+        if not apart and 2 * span_ > padded:
             b.factor([lhs_sp[s], rhs_sp[s]], [NULL_DIM], rhs[rhs_sp[s]], REDUCTION)
             spatial.append((s, WindowedFactor(count, lhs_sp[s], ((0, window),), True)))
         else:

@@ -236,6 +236,30 @@ def test_patch_embedding_splits_by_patches() -> None:
     assert not both.partition_report.collectives
 
 
+def test_patch_filter_gradient_sums_partial_kernels() -> None:
+    """The kernel gradient of an 8x8 patch embedding on 64 rows: the output
+    gradient (8 rows, dilated by 8) slides over the whole input, and as
+    long as the kernel. It splits by the rows it sums over (each device's
+    image rows meet its own output-gradient rows) and all-reduces the
+    partial kernels; split by kernel row, every block needed the whole
+    image gathered (147 KB per device in a ViT train step, 1.69x jax.jit's
+    step, now 1.04x)."""
+    x, k = rand(4, 64, 64, 3), rand(8, 8, 3, 16, seed=1)
+
+    def kernel_grad(x: jax.Array, k: jax.Array) -> jax.Array:
+        def loss(k: jax.Array) -> jax.Array:
+            y = jax.lax.conv_general_dilated(
+                x, k, (8, 8), "VALID", dimension_numbers=DN
+            )
+            return (y**2).sum()
+
+        return jax.grad(loss)(k)
+
+    compiled = run(kernel_grad, (x, k), "2x4", (P("x", "y"), P()), P())
+    kinds = {c.kind for c in compiled.partition_report.collectives}
+    assert kinds == {"all-reduce"}, compiled.partition_report.collectives
+
+
 def test_kernel_split_on_one_dim_and_a_window_exchanged_on_another() -> None:
     """Found by the long fuzz run (docs/fuzzing.md, long 17): the kernel's
     rows split over y (each device sums its dilated kernel row over a strided
