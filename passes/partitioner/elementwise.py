@@ -39,7 +39,20 @@ def by_rule(node: Node, ctx: PartitionCtx) -> None:
     if node.op not in LOCAL_BY_TYPE and (node.regions or not is_elementwise(rule)):
         run_replicated(ctx, node, "not partitioned yet")
         return
-    emit(ctx, node, prepare(ctx, node, rule, FactorLimits(uneven=True)))
+    limits = FactorLimits(uneven=True)
+    if node.op == "stablehlo.reshape":
+        limits = FactorLimits(uneven=True, forbidden=_one_sided(rule))
+    emit(ctx, node, prepare(ctx, node, rule, limits))
+
+
+def _one_sided(rule: ShardingRule) -> frozenset[int]:
+    """A reshape's factors (longer than 1) of its operand only or its result
+    only: dims that share no divisor ((64, 65) -> (65, 64)). A block along
+    one is no block of the other side: they stay whole (the operand is
+    gathered there, the result cut from the whole)."""
+    ins = {f for t in rule.operands for d in t for f in d}
+    outs = {f for t in rule.results for d in t for f in d}
+    return frozenset(f for f in ins ^ outs if rule.sizes[f] > 1)
 
 
 def custom_call(node: Node, ctx: PartitionCtx) -> None:

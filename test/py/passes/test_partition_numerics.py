@@ -312,6 +312,27 @@ def test_reductions_reshapes_iota(mesh: str, spec: P) -> None:
     close(got, want)
 
 
+def relative_shift(x: jax.Array) -> jax.Array:
+    """Transformer-XL's relative shift: (T, S + 1) viewed as (S + 1, T),
+    dims that share no divisor (64 x 65 as 65 x 64)."""
+    b, h, t, s = x.shape
+    x = jnp.pad(x, ((0, 0), (0, 0), (0, 0), (1, 0)))
+    return x.reshape(b, h, s + 1, t)[:, :, 1:].reshape(b, h, t, s)
+
+
+@pytest.mark.parametrize(
+    ("mesh", "spec"), [("8", P(None, None, "x")), ("2x4", P(None, "x", "y"))]
+)
+def test_reshape_between_dims_that_share_no_divisor(mesh: str, spec: P) -> None:
+    """Both sides' dims split (as propagation, ours and Shardy's, leaves
+    them) made a local reshape of 8 x 65 rows into 9 x 64: invalid IR, the
+    program refused. A factor of one side only now stays whole."""
+    got, want, _ = run_both(
+        relative_shift, [rand(2, 4, 64, 64)], mesh_of(mesh), [spec], spec
+    )
+    close(got, want, exact=True)
+
+
 def slices_and_friends(x: jax.Array) -> Any:
     a = x[2:10, :]
     b = jnp.pad(x, ((1, 3), (0, 0)))
