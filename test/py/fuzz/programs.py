@@ -455,8 +455,15 @@ class _Builder:
     def op_reshape(self) -> None:
         a = self.pick()
         sa = self.shape(a)
-        kind = self.draw(st.sampled_from(["merge", "split", "flatten"]))
-        if kind == "merge" and len(sa) >= 2:
+        kind = self.draw(st.sampled_from(["merge", "split", "flatten", "regroup"]))
+        if kind == "regroup" and len(sa) >= 2:
+            # two neighbouring dims viewed the other way round, (a, b) as
+            # (b, a): where a and b share no divisor, factors of one side only
+            d = self.draw(st.integers(0, len(sa) - 2))
+            if sa[d] == sa[d + 1]:
+                raise _Skip
+            shape = (*sa[:d], sa[d + 1], sa[d], *sa[d + 2 :])
+        elif kind == "merge" and len(sa) >= 2:
             d = self.draw(st.integers(0, len(sa) - 2))
             shape = (*sa[:d], sa[d] * sa[d + 1], *sa[d + 2 :])
         elif kind == "split" and sa:
