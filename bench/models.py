@@ -551,6 +551,44 @@ VIT_FWD = Workload(
 )
 
 
+def vit_train_step(
+    params: dict[str, Any], images: jax.Array, labels: jax.Array
+) -> tuple[dict[str, Any], jax.Array]:
+    """One SGD step of the ViT on a softmax cross-entropy: the patch
+    embedding's kernel gradient is a convolution whose output gradient
+    (4 patch rows, dilated by 8) slides over the whole image."""
+
+    def loss_fn(params: dict[str, Any]) -> jax.Array:
+        logits = vit(params, images)
+        return -(jax.nn.log_softmax(logits) * labels).sum(-1).mean()
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return _sgd(params, grads), loss
+
+
+def _vit_train_args() -> tuple[Any, ...]:
+    labels = np.eye(VIT_CLASSES, dtype=np.float32)[np.arange(8) % VIT_CLASSES]
+    return (*_vit_args(), labels)
+
+
+_VIT_REP = _same_specs(VIT_PARAMS, P())
+
+VIT_TRAIN = Workload(
+    "vit_train",
+    vit_train_step,
+    _vit_train_args,
+    (
+        Layout("dp8", "8", (_VIT_REP, P("x"), P("x")), (_VIT_REP, P())),
+        # spatial partitioning (as for high-resolution images): each device
+        # holds a band of patch rows
+        Layout(
+            "batch2_height4", "2x4", (_VIT_REP, P("x", "y"), P("x")), (_VIT_REP, P())
+        ),
+    ),
+    tags=("model", "transformer", "train"),
+)
+
+
 # T5 --------------------------------------------------------------------------------
 
 T5_VOCAB, T5_E, T5_HEADS, T5_FF = 512, 128, 4, 256
@@ -1131,6 +1169,7 @@ MODELS = (
     GPT2_TRAIN,
     LLAMA_FSDP,
     VIT_FWD,
+    VIT_TRAIN,
     T5_FWD,
     MOE,
     SHARD_MAP_FULL,
