@@ -598,7 +598,10 @@ _SPECIAL = {
     "stablehlo.constant": "yes (splat: local; else sliced)",
     "stablehlo.custom_call": "with its own rule (LAPACK): batch dims; else replicated",
     "stablehlo.concatenate": "yes (split concatenated dim: a window of each operand)",
-    "stablehlo.convolution": "yes (spatial: windows by halo exchange; groups split)",
+    "stablehlo.convolution": (
+        "yes (spatial: windows by halo exchange, patches by output, filter "
+        "gradients by partial sums; groups split)"
+    ),
     "stablehlo.dot": "yes (as dot_general: split contraction, partial sums)",
     "stablehlo.dynamic_slice": "yes (split sliced dim: masked cut + all-reduce)",
     "stablehlo.dynamic_update_slice": "yes (split updated dim: masked select)",
@@ -611,6 +614,7 @@ _SPECIAL = {
         "yes (split sorted dim: all-to-all to another dim; under a memory limit, "
         "sorted blocks merged by collective-permutes)"
     ),
+    "stablehlo.reshape": "yes (a factor of one side only stays whole)",
     "stablehlo.reverse": "yes (split reversed dim: blocks mirrored)",
     "stablehlo.rng_bit_generator": (
         "yes (generated whole, the block cut: XLA fuses the cut into the "
