@@ -162,6 +162,12 @@ class Scope:
 # Float dtypes whose max/min across devices runs on integer keys of the same
 # width (`PartitionCtx.reduce_float_extremum`); others reduce as they are.
 _ORDERED_KEY_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+# Element types whose blocks `gather_by_sum` can sum exactly: floats by their
+# bits (the width of the integer), integers as they are (0).
+_SUM_WIDTH = {
+    **_ORDERED_KEY_WIDTH,
+    **{f"{s}i{w}": 0 for s in ("", "u") for w in (8, 16, 32, 64)},
+}
 
 
 class PartitionCtx:
@@ -485,8 +491,16 @@ class PartitionCtx:
                 a = self.cut(a, step.offsets, step.part)
             return self.b.collective_permute(a, step.pairs)
         if isinstance(step, AllGather):
-            self.record("all-gather", step.axes, moved, why)
             count = span(step.axes, self.mesh)
+            size, block = shape[step.dim], local_before[step.dim]
+            if not cur[step.dim] and 2 * size < count * block and dtype in _SUM_WIDTH:
+                part = list(local_before)
+                part[step.dim] = size
+                summed = AllReduce(step.axes)
+                nbytes = step_bytes(summed, part, itemsize(dtype), self.mesh)
+                self.record("all-reduce", step.axes, nbytes, why)
+                return self.gather_by_sum(a, step.dim, step.axes, size)
+            self.record("all-gather", step.axes, moved, why)
             gathered = list(local_before)
             gathered[step.dim] *= count
             full = self.b.all_gather(
@@ -529,6 +543,43 @@ class PartitionCtx:
         zero = b.splat(Ty((), dtype), "0.0")
         nan = b.binary("stablehlo.divide", zero, zero)
         return b.select(has_nan, b.broadcast(nan, after), reduced)
+
+    def gather_by_sum(self, a: Val, dim: int, axes: DimAxes, size: int) -> Val:
+        """A dim split over `axes` in blocks that are mostly padding (a dim
+        of size 1 split 8 ways: 7 of 8 gathered blocks would be padding),
+        made whole: each device puts its block's real positions at their
+        offset in zeros of the dim's size and one all-reduce sums them, on
+        their bits for floats (integers of the same width: exact, -0.0 and
+        NaN kept; one device holds each position). It sends 2 (n-1)/n of
+        the dim, where a gather sends n-1 blocks."""
+        b = self.b
+        shape = list(a.ty.shape or ())
+        block = shape[dim]
+        width = _SUM_WIDTH[a.ty.dtype]
+        x = a
+        if width:  # a float: its bits
+            x = b.op1("stablehlo.bitcast_convert", [a], a.ty.with_dtype(f"i{width}"))
+        low = [0] * len(shape)
+        high = [0] * len(shape)
+        low[dim] = high[dim] = size
+        ext = b.pad_zeros(x, low, high)
+        offset = self.dim_offset(axes, block)
+        size_i32 = self.const_i32(size)
+        holds = b.compare(offset, size_i32, "LT")  # the block starts inside
+        start = b.select(
+            holds, b.binary("stablehlo.subtract", size_i32, offset), self.const_i32(0)
+        )
+        zero = self.const_i32(0)
+        starts = [start if d == dim else zero for d in range(len(shape))]
+        whole = list(shape)
+        whole[dim] = size
+        part = b.dynamic_slice(ext, starts, whole)
+        mask = b.broadcast(holds, part.ty.with_dtype("i1"))
+        part = b.select(mask, part, b.zeros(part.ty))
+        summed = b.all_reduce(part, self.groups(axes), "stablehlo.add")
+        if width:
+            return b.op1("stablehlo.bitcast_convert", [summed], a.ty.with_shape(whole))
+        return summed
 
     def reduce_float_extremum(
         self, a: Val, result: Ty, step: AllReduce | ReduceScatter, combiner: str

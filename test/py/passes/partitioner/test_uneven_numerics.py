@@ -136,3 +136,24 @@ def test_uneven_windows_conv_and_pool() -> None:
         rand(2, 13, 8, 4),
         rand(3, 3, 4, 8, seed=1),
     )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+def test_a_size_one_dim_gathered_by_one_sum_keeps_every_bit(dtype: str) -> None:
+    """`x[:, :1]` of a sequence split 8 ways is split as its input (one
+    block holds the row, seven are padding); made whole, it is summed across
+    devices from zeros (1,792 B per device) rather than gathered (7 blocks,
+    7,168 B). Floats are summed on their bits: -0.0, NaN and inf come back
+    as they were."""
+    x = np.random.default_rng(3).standard_normal((8, 64, 32)).astype(np.float32)
+    x[0, 0, :4] = [-0.0, np.nan, np.inf, -np.inf]
+    x = np.asarray(jnp.asarray(x * 100).astype(dtype))
+    sh = NamedSharding(MESH8, P(None, "x"))
+    out = NamedSharding(MESH8, P())
+    fn = lambda x: x[:, :1].reshape(8, 32)  # noqa: E731
+    compiled = meshjit.jit(fn, in_shardings=sh, out_shardings=out).lower(x).compile()
+    got = np.asarray(compiled(jax.device_put(x, sh)))
+    want = x[:, 0]
+    assert got.tobytes() == want.tobytes()
+    kinds = [c.kind for c in compiled.partition_report.collectives]
+    assert kinds == ["all-reduce"], compiled.partition_report.collectives
