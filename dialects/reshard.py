@@ -564,9 +564,8 @@ def _drop_minor(axes: list[AxisRef], leaving: DimAxes) -> None:
     `_refined`) leaves the major part in place (`"x":(1)4`)."""
     for gone in reversed(leaving):
         last = axes[-1]
-        if last == gone or gone.name != last.name or not gone.is_sub_axis:
-            axes.pop()
-        elif gone.pre_size > last.pre_size:
+        inside = gone.name == last.name and gone.is_sub_axis
+        if inside and gone != last and gone.pre_size > last.pre_size:
             axes[-1] = AxisRef(last.name, last.pre_size, gone.pre_size // last.pre_size)
         else:
             axes.pop()

@@ -162,12 +162,8 @@ class Scope:
 # Float dtypes whose max/min across devices runs on integer keys of the same
 # width (`PartitionCtx.reduce_float_extremum`); others reduce as they are.
 _ORDERED_KEY_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
-# Element types whose blocks `gather_by_sum` can sum exactly: floats by their
-# bits (the width of the integer), integers as they are (0).
-_SUM_WIDTH = {
-    **_ORDERED_KEY_WIDTH,
-    **{f"{s}i{w}": 0 for s in ("", "u") for w in (8, 16, 32, 64)},
-}
+# Integer types of each width: what `sum_bits` adds other types' bits as.
+_BITS = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
 
 
 class PartitionCtx:
@@ -493,7 +489,8 @@ class PartitionCtx:
         if isinstance(step, AllGather):
             count = span(step.axes, self.mesh)
             size, block = shape[step.dim], local_before[step.dim]
-            if not cur[step.dim] and 2 * size < count * block and dtype in _SUM_WIDTH:
+            exact = not dtype.startswith("complex")  # `sum_bits` is exact
+            if not cur[step.dim] and 2 * size < count * block and exact:
                 part = list(local_before)
                 part[step.dim] = size
                 summed = AllReduce(step.axes)
@@ -548,21 +545,16 @@ class PartitionCtx:
         """A dim split over `axes` in blocks that are mostly padding (a dim
         of size 1 split 8 ways: 7 of 8 gathered blocks would be padding),
         made whole: each device puts its block's real positions at their
-        offset in zeros of the dim's size and one all-reduce sums them, on
-        their bits for floats (integers of the same width: exact, -0.0 and
-        NaN kept; one device holds each position). It sends 2 (n-1)/n of
-        the dim, where a gather sends n-1 blocks."""
+        offset in zeros of the dim's size, and `sum_bits` adds them (one
+        device holds each position). It sends 2 (n-1)/n of the dim, where a
+        gather sends n-1 blocks."""
         b = self.b
         shape = list(a.ty.shape or ())
         block = shape[dim]
-        width = _SUM_WIDTH[a.ty.dtype]
-        x = a
-        if width:  # a float: its bits
-            x = b.op1("stablehlo.bitcast_convert", [a], a.ty.with_dtype(f"i{width}"))
         low = [0] * len(shape)
         high = [0] * len(shape)
         low[dim] = high[dim] = size
-        ext = b.pad_zeros(x, low, high)
+        ext = b.pad_zeros(a, low, high)
         offset = self.dim_offset(axes, block)
         size_i32 = self.const_i32(size)
         holds = b.compare(offset, size_i32, "LT")  # the block starts inside
@@ -575,11 +567,35 @@ class PartitionCtx:
         whole[dim] = size
         part = b.dynamic_slice(ext, starts, whole)
         mask = b.broadcast(holds, part.ty.with_dtype("i1"))
-        part = b.select(mask, part, b.zeros(part.ty))
-        summed = b.all_reduce(part, self.groups(axes), "stablehlo.add")
-        if width:
-            return b.op1("stablehlo.bitcast_convert", [summed], a.ty.with_shape(whole))
-        return summed
+        return self.sum_bits(b.select(mask, part, b.zeros(part.ty)), axes)
+
+    def sum_bits(self, part: Val, axes: DimAxes) -> Val:
+        """Pieces that are zero except on the one device that holds each
+        element, combined exactly: an all-reduce sum of their bit patterns
+        as integers (n - 1 zeros and one value; a float sum would turn -0.0
+        into +0.0; CPU collectives have no bitwise `or`). Booleans go as i8,
+        complex values as they are (only -0.0 parts may turn +0.0)."""
+        b = self.b
+        dtype = part.ty.dtype
+        if dtype == "i1":
+            as_int = "i8"
+        elif dtype[0] in "iu" or dtype.startswith("complex"):
+            as_int = dtype
+        else:
+            as_int = _BITS[itemsize(dtype)]
+        bits = part
+        if dtype == "i1":
+            bits = b.convert(part, "i8")
+        elif as_int != dtype:
+            bits = b.op1(
+                "stablehlo.bitcast_convert", [part], part.ty.with_dtype(as_int)
+            )
+        combined = b.all_reduce(bits, self.groups(axes), "stablehlo.add")
+        if dtype == "i1":
+            return b.compare(combined, b.splat(combined.ty, "0"), "NE")
+        if as_int == dtype:
+            return combined
+        return b.op1("stablehlo.bitcast_convert", [combined], part.ty)
 
     def reduce_float_extremum(
         self, a: Val, result: Ty, step: AllReduce | ReduceScatter, combiner: str

@@ -357,39 +357,15 @@ def _positions_inside(
     return inside
 
 
-_BITS = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
-
-
 def _assemble_by_sum(ctx: PartitionCtx, node: Node, part: Val, axes: DimAxes) -> Val:
     """Pieces that are zero except on the one device that holds each element,
-    combined exactly: an all-reduce sum of their bit patterns as integers
-    (n - 1 zeros and one value; a float sum would turn -0.0 into +0.0;
-    CPU collectives have no bitwise `or`). Booleans go as i8."""
-    b = ctx.b
-    dtype = part.ty.dtype
-    size = itemsize(dtype)
-    if dtype == "i1":
-        as_int = "i8"
-    elif dtype[0] in "iu" or dtype.startswith("complex"):
-        as_int = dtype  # complex: summed as is (only -0.0 parts may turn +0.0)
-    else:
-        as_int = _BITS[size]
-    bits = part
-    if dtype == "i1":
-        bits = b.convert(part, "i8")
-    elif as_int != dtype:
-        bits = b.op1("stablehlo.bitcast_convert", [part], part.ty.with_dtype(as_int))
-    nbytes = math.prod(part.ty.shape or ()) * max(size, 1)
+    combined exactly (`PartitionCtx.sum_bits`)."""
+    nbytes = math.prod(part.ty.shape or ()) * max(itemsize(part.ty.dtype), 1)
     moved = 2 * nbytes * (span(axes, ctx.mesh) - 1) // span(axes, ctx.mesh)
     ctx.record(
         "all-reduce", axes, moved, (node.op, node.loc, "slice pieces of the blocks")
     )
-    combined = b.all_reduce(bits, ctx.groups(axes), "stablehlo.add")
-    if dtype == "i1":
-        return b.compare(combined, b.splat(combined.ty, "0"), "NE")
-    if as_int == dtype:
-        return combined
-    return b.op1("stablehlo.bitcast_convert", [combined], part.ty)
+    return ctx.sum_bits(part, axes)
 
 
 def dynamic_update_slice(node: Node, ctx: PartitionCtx) -> None:

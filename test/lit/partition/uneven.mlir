@@ -69,16 +69,16 @@ sdy.mesh @mesh = <["x"=4]>
 // a reflect pad): its reverse along that dim is the row itself, and the row
 // stays split (device 0 holds it) until the result needs it whole. Three of
 // four blocks are padding there: rather than gathering them, device 0 puts
-// the row's bits at its offset (0) in zeros of one row, the others zeros,
-// and one all-reduce adds the integers.
+// the row at its offset (0) in zeros of one row, the others zeros, and one
+// all-reduce adds their bits as integers.
 // CHECK-LABEL: func.func public @reverse_of_a_split_size_one_dim_is_local
 // CHECK-NOT: all_gather
 // CHECK: %[[ROW:.*]] = stablehlo.dynamic_slice %{{.*}}, sizes = [1, 8] : (tensor<3x8xf32>, tensor<i32>, tensor<i32>) -> tensor<1x8xf32>
 // CHECK-NOT: stablehlo.reverse
-// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %{{.*}} : (tensor<1x8xf32>) -> tensor<1x8xi32>
-// CHECK: stablehlo.pad %[[BITS]], %{{.*}}, low = [1, 0], high = [1, 0]
-// CHECK: %[[MINE:.*]] = stablehlo.select %{{.*}} : tensor<1x8xi1>, tensor<1x8xi32>
-// CHECK: "stablehlo.all_reduce"(%[[MINE]])
+// CHECK: stablehlo.pad %{{.*}}, %{{.*}}, low = [1, 0], high = [1, 0], interior = [0, 0] : (tensor<1x8xf32>, tensor<f32>) -> tensor<3x8xf32>
+// CHECK: %[[MINE:.*]] = stablehlo.select %{{.*}} : tensor<1x8xi1>, tensor<1x8xf32>
+// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %[[MINE]] : (tensor<1x8xf32>) -> tensor<1x8xi32>
+// CHECK: "stablehlo.all_reduce"(%[[BITS]])
 // CHECK: stablehlo.add %{{.*}} : tensor<i32>
 // CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<1x8xi32>) -> tensor<1x8xf32>
 // CHECK-NOT: all_gather

@@ -138,7 +138,7 @@ def test_uneven_windows_conv_and_pool() -> None:
     )
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32", "bool"])
 def test_a_size_one_dim_gathered_by_one_sum_keeps_every_bit(dtype: str) -> None:
     """`x[:, :1]` of a sequence split 8 ways is split as its input (one
     block holds the row, seven are padding); made whole, it is summed across
