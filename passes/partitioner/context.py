@@ -53,6 +53,7 @@ from meshjit.passes.partitioner.cost import (
     KernelDims,
     op_flops,
     reshard_seconds,
+    sums_gather,
 )
 from meshjit.passes.partitioner.halo import WindowPlan
 from meshjit.passes.partitioner.layouts import (
@@ -490,7 +491,7 @@ class PartitionCtx:
             count = span(step.axes, self.mesh)
             size, block = shape[step.dim], local_before[step.dim]
             exact = not dtype.startswith("complex")  # `sum_bits` is exact
-            if not cur[step.dim] and 2 * size < count * block and exact:
+            if sums_gather(size, block, count, bool(cur[step.dim])) and exact:
                 part = list(local_before)
                 part[step.dim] = size
                 summed = AllReduce(step.axes)

@@ -307,12 +307,29 @@ def reshard_seconds(
             -(-n // math.prod(a.full_size(mesh) for a in axes))
             for n, axes in zip(shape, cur, strict=True)
         ]
-        if not isinstance(step, LocalSlice):
-            nbytes = step_bytes(step, local, itemsize, mesh)
-            group = math.prod(a.full_size(mesh) for a in step.axes)
-            total += cost.collective_seconds(step_kind(step), nbytes, group)
         apply_step(cur, step)
+        if isinstance(step, LocalSlice):
+            continue
+        kind, nbytes = step_kind(step), step_bytes(step, local, itemsize, mesh)
+        group = math.prod(a.full_size(mesh) for a in step.axes)
+        if isinstance(step, AllGather) and sums_gather(
+            shape[step.dim], local[step.dim], group, bool(cur[step.dim])
+        ):
+            part = list(local)
+            part[step.dim] = shape[step.dim]
+            kind = "all-reduce"
+            nbytes = step_bytes(AllReduce(step.axes), part, itemsize, mesh)
+        total += cost.collective_seconds(kind, nbytes, group)
     return total
+
+
+def sums_gather(size: int, block: int, count: int, still_split: bool) -> bool:
+    """Whether an all-gather making a dim of `size` whole from `count` blocks
+    of `block` positions (padding included) is written as a sum instead
+    (`PartitionCtx.gather_by_sum`): the blocks are mostly padding and no
+    other axis still splits the dim. (Complex values, which that sum does
+    not take, are gathered; priced here as summed.)"""
+    return not still_split and 2 * size < count * block
 
 
 _TRANSCENDENTAL = frozenset(

@@ -789,12 +789,18 @@ def _cut_window(
     pad: Val | None,
 ) -> Val:
     """This device's window of a value whole along `dim`: padded with `pad`
-    where windows reach outside it, then sliced at the device's offset."""
+    where windows reach outside it, then sliced at the device's offset.
+    At most one window's length of padding on each side: a window wholly
+    outside the value (a piece of a concatenation that other devices' blocks
+    hold) has its start clamped by dynamic_slice onto the padding, instead
+    of the value being padded to the whole dim (CycleGAN's 3 reflected edge
+    rows placed in a 70-row result: 9 rows each side, not 72 rows, on every
+    device)."""
     b = ctx.b
     shape = list(full.ty.shape or ())
     firsts = [plan.first(i) for i in range(plan.n)]
-    low = max(0, -min(firsts))
-    high = max(0, max(firsts) + plan.length - full_size(full, dim))
+    low = min(plan.length, max(0, -min(firsts)))
+    high = min(plan.length, max(0, max(firsts) + plan.length - full_size(full, dim)))
     if low or high:
         lows = [low if d == dim else 0 for d in range(len(shape))]
         highs = [high if d == dim else 0 for d in range(len(shape))]

@@ -193,3 +193,21 @@ func.func public @roll_moves_one_piece_around_the_ring(%x: tensor<4x64xf32> {sdy
   %2 = stablehlo.concatenate %0, %1, dim = 1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : (tensor<4x3xf32>, tensor<4x61xf32>) -> tensor<4x64xf32>
   return %2 : tensor<4x64xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["x"=8]>
+// A small replicated operand of a concatenate along a split dim (3 rows at
+// offset 61 of 64): each device cuts its block's window of it from the rows
+// padded by at most one block (8) on each side; devices whose block lies
+// wholly before the piece clamp onto that padding. Not padded to the whole
+// dim (61 + 3 rows), which every device would hold. (%b, replicated as an
+// argument, is cut to its blocks the same way.)
+// CHECK-LABEL: func.func public @small_piece_of_a_split_concatenation
+// CHECK: %[[EXT:.*]] = stablehlo.pad %arg2, %{{.*}}, low = [8, 0], high = [0, 0], interior = [0, 0] : (tensor<3x4xf32>, tensor<f32>) -> tensor<11x4xf32>
+// CHECK: stablehlo.dynamic_slice %[[EXT]], %{{.*}}, %{{.*}}, sizes = [8, 4] : (tensor<11x4xf32>, tensor<i32>, tensor<i32>) -> tensor<8x4xf32>
+// CHECK: sdy.return
+func.func public @small_piece_of_a_split_concatenation(%a: tensor<3x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}, %b: tensor<61x4xf32>) -> (tensor<64x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+  %0 = sdy.sharding_constraint %b <@mesh, [{"x"}, {}]> : tensor<61x4xf32>
+  %1 = stablehlo.concatenate %0, %a, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<61x4xf32>, tensor<3x4xf32>) -> tensor<64x4xf32>
+  return %1 : tensor<64x4xf32>
+}

@@ -230,3 +230,28 @@ def test_small_blocks_slow_convolutions_and_reductions(tmp_path: Path) -> None:
     path.write_text(json.dumps({**good, "vector_bytes": 2.5}))
     with pytest.raises(ValueError, match="vector_bytes is not an integer >= 0"):
         load_cost(str(path))
+
+
+def test_a_gather_of_mostly_padding_is_priced_as_the_sum_it_is_written_as() -> None:
+    """A size-1 dim split 8 ways made whole is one all-reduce of the dim
+    (`PartitionCtx.gather_by_sum`), not a gather of 8 blocks; an even dim
+    is gathered."""
+    from meshjit.dialects.reshard import AllGather, AllReduce, step_bytes
+    from meshjit.dialects.sharding import AxisRef, MeshAxis, MeshModel
+    from meshjit.passes.partitioner.cost import reshard_seconds, sums_gather
+
+    mesh = MeshModel((MeshAxis("x", 8),))
+    cpu = PLATFORMS["cpu"]
+    split = ((), (AxisRef("x"),), ())
+    whole = ((), (), ())
+    x = (AxisRef("x"),)
+    tiny = reshard_seconds(split, whole, (4, 1, 128), 4, mesh, (), cpu)
+    summed = step_bytes(AllReduce(x), [4, 1, 128], 4, mesh)
+    assert tiny == pytest.approx(cpu.collective_seconds("all-reduce", summed, 8))
+    even = reshard_seconds(split, whole, (4, 16, 128), 4, mesh, (), cpu)
+    gathered = step_bytes(AllGather(1, x), [4, 2, 128], 4, mesh)
+    assert even == pytest.approx(cpu.collective_seconds("all-gather", gathered, 8))
+    assert sums_gather(1, 1, 8, False)
+    assert sums_gather(3, 1, 8, False)
+    assert not sums_gather(5, 1, 8, False)  # 5 of 8 blocks hold data
+    assert not sums_gather(1, 1, 8, True)  # another axis still splits it
