@@ -70,6 +70,16 @@ _ITEMSIZE = {
 }
 
 
+# The signless integer type of each width in bytes.
+INT_OF_WIDTH = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
+
+
+def has_bits(dtype: str) -> bool:
+    """Whether `Builder.to_bits` takes values of `dtype`: booleans and the
+    whole-byte integer and float types (not complex, not 4-bit)."""
+    return dtype in _ITEMSIZE and not dtype.startswith("complex")
+
+
 def itemsize(dtype: str) -> int:
     if dtype in _ITEMSIZE:
         return _ITEMSIZE[dtype]
@@ -232,6 +242,32 @@ class Builder:
         if a.ty.dtype == dtype:
             return a
         return self.op1("stablehlo.convert", [a], a.ty.with_dtype(dtype))
+
+    def to_bits(self, a: Val, width: int) -> Val:
+        """`a`'s bits as signless integers of `width` bytes, at least its
+        own: reinterpreted at its width (booleans as 0/1), then widened
+        by a sign-extending convert that `from_bits` undoes by truncation.
+        Only for `has_bits` types."""
+        dtype = a.ty.dtype
+        assert has_bits(dtype), dtype
+        own = itemsize(dtype)
+        assert own <= width, (dtype, width)
+        if dtype == "i1":
+            return self.convert(a, INT_OF_WIDTH[width])
+        same = INT_OF_WIDTH[own]
+        if dtype != same:
+            a = self.op1("stablehlo.bitcast_convert", [a], a.ty.with_dtype(same))
+        return self.convert(a, INT_OF_WIDTH[width])
+
+    def from_bits(self, bits: Val, dtype: str) -> Val:
+        """The values of `dtype` whose bits `to_bits` made."""
+        if dtype == "i1":
+            return self.compare(bits, self.splat(bits.ty, "0"), "NE")
+        same = INT_OF_WIDTH[itemsize(dtype)]
+        bits = self.convert(bits, same)
+        if dtype == same:
+            return bits
+        return self.op1("stablehlo.bitcast_convert", [bits], bits.ty.with_dtype(dtype))
 
     def compare(self, a: Val, b: Val, direction: str, order: str = "") -> Val:
         """`a direction b` elementwise; `order` "TOTALORDER" compares floats

@@ -40,6 +40,7 @@ from meshjit.dialects.stablehlo_rules import RULES
 from meshjit.errors import InternalError
 from meshjit.passes.partitioner.builder import (
     I32,
+    INT_OF_WIDTH,
     Builder,
     Ty,
     Val,
@@ -163,8 +164,6 @@ class Scope:
 # Float dtypes whose max/min across devices runs on integer keys of the same
 # width (`PartitionCtx.reduce_float_extremum`); others reduce as they are.
 _ORDERED_KEY_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
-# Integer types of each width: what `sum_bits` adds other types' bits as.
-_BITS = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
 
 
 class PartitionCtx:
@@ -583,7 +582,7 @@ class PartitionCtx:
         elif dtype[0] in "iu" or dtype.startswith("complex"):
             as_int = dtype
         else:
-            as_int = _BITS[itemsize(dtype)]
+            as_int = INT_OF_WIDTH[itemsize(dtype)]
         bits = part
         if dtype == "i1":
             bits = b.convert(part, "i8")

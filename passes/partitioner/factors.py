@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from meshjit.compiler.graph import Node
+from meshjit.compiler.op_info import combiner as _combiner
 from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.dialects.sharding import AxisRef
+from meshjit.dialects.stablehlo_rules import REDUCIBLE_COMBINERS
 from meshjit.passes.partitioner.builder import itemsize
 from meshjit.passes.partitioner.context import PartitionCtx, efficiency
 from meshjit.passes.partitioner.cost import PLAIN, CostModel, reshard_seconds
@@ -369,6 +371,17 @@ def factors_from(
     return [tuple(f) for f in factors]
 
 
+def gathers_partials(ctx: PartitionCtx, node: Node) -> bool:
+    """Whether a split reduction's partial results are gathered and reduced
+    again (`reductions.reduce`: a reduce with several results, argmax's
+    values and indices, or a combiner no all-reduce has) rather than
+    all-reduced."""
+    if node.op != "stablehlo.reduce":
+        return False
+    combiner = _combiner(ctx.graph, node)
+    return len(node.results) > 1 or combiner not in REDUCIBLE_COMBINERS
+
+
 def partial_axes(rule: ShardingRule, factors: Sequence[DimAxes]) -> DimAxes:
     """The axes results are partial sums over: those of split reductions."""
     return tuple(
@@ -433,21 +446,31 @@ def factor_cost(
     total = 0.0
     for vid, want in zip(node.operands, wants, strict=True):
         total += ctx.reshard_seconds_to(vid, want)
+    # Several partial results gathered in one collective (argmax's values
+    # and indices) are priced as that gather, then moved as whole values.
+    packed = 0
+    gathered = bool(partial) and gathers_partials(ctx, node)
     for vid, t in zip(node.results, rule.results, strict=True):
         v = ctx.graph.value(vid)
         if v.shape is None:
             continue
         src = project(t, factors, ctx.mesh)
         keep = ctx.unreduced.get(vid, ())  # declared unreduced: not summed
+        if gathered:
+            local = ctx.local_shape(v.shape, src)
+            packed += math.prod(local) * itemsize(v.dtype)
         total += reshard_seconds(
             src,
             ctx.layout(vid),
             v.shape,
             itemsize(v.dtype),
             ctx.mesh,
-            tuple(a for a in partial if a not in keep),
+            () if gathered else tuple(a for a in partial if a not in keep),
             ctx.cost,
         )
+    if gathered:
+        n = span(partial, ctx.mesh)
+        total += ctx.cost.collective_seconds("all-gather", (n - 1) * packed, n)
     for w in limits.windowed:
         if factors[w.factor]:
             total += window_seconds(ctx, node, rule, factors, w, whole)[0]

@@ -608,7 +608,9 @@ _SPECIAL = {
     "stablehlo.gather": "yes (split table: masked lookup + sum)",
     "stablehlo.iota": "yes (block offset)",
     "stablehlo.pad": "yes (split padded dim: windows, local padding)",
-    "stablehlo.reduce": "yes (partial results: all-reduce, or gathered and reduced)",
+    "stablehlo.reduce": (
+        "yes (partial results: all-reduce, or gathered in one all-gather and reduced)"
+    ),
     "stablehlo.reduce_window": "yes (windows by halo exchange; scans by block totals)",
     "stablehlo.sort": (
         "yes (split sorted dim: all-to-all to another dim; under a memory limit, "

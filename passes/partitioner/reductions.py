@@ -9,12 +9,14 @@ import math
 from collections.abc import Sequence
 
 from meshjit.compiler.graph import Node
-from meshjit.compiler.op_info import combiner as _combiner
 from meshjit.dialects.reshard import DimAxes
-from meshjit.dialects.stablehlo_rules import REDUCIBLE_COMBINERS
-from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize
+from meshjit.passes.partitioner.builder import Ty, Val, has_bits, i64_array, itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
-from meshjit.passes.partitioner.factors import FactorLimits, split_blocked
+from meshjit.passes.partitioner.factors import (
+    FactorLimits,
+    gathers_partials,
+    split_blocked,
+)
 from meshjit.passes.partitioner.layouts import span
 from meshjit.passes.partitioner.local import (
     emit,
@@ -39,17 +41,14 @@ def reduce(node: Node, ctx: PartitionCtx) -> None:
     lop = prepare(ctx, node, rule, FactorLimits(reductions=True, uneven=True))
     count = len(node.results)
     mask_uneven(ctx, node, lop, lop.operands[count:])
-    single = (
-        len(node.results) == 1 and _combiner(ctx.graph, node) in REDUCIBLE_COMBINERS
-    )
-    if single or not lop.partial:
+    if not lop.partial or not gathers_partials(ctx, node):
         emit(ctx, node, lop)
         return
     b = ctx.b
     axes = lop.partial
     region = ctx.verbatim_region(node.regions[0][0])
     partials = b.op(node.op, lop.operands, lop.results, lop.attrs, [region])
-    gathered = [_stack(ctx, node, p, axes) for p in partials]
+    gathered = _stack_all(ctx, node, partials, axes)
     inits = lop.operands[len(partials) :]
     again = ctx.verbatim_region(node.regions[0][0])
     outs = b.op(
@@ -61,6 +60,27 @@ def reduce(node: Node, ctx: PartitionCtx) -> None:
     )
     lop.partial = ()
     finish(ctx, node, lop, outs)
+
+
+def _stack_all(
+    ctx: PartitionCtx, node: Node, partials: Sequence[Val], axes: DimAxes
+) -> list[Val]:
+    """`_stack` of each of a reduce's partial results (they share a shape),
+    in one all-gather where there are several (argmax's values and indices:
+    one collective's latency, not two): their bits side by side as integers
+    of the widest one's width."""
+    if len(partials) == 1 or not all(has_bits(p.ty.dtype) for p in partials):
+        return [_stack(ctx, node, p, axes) for p in partials]
+    b = ctx.b
+    width = max(itemsize(p.ty.dtype) for p in partials)
+    shape = tuple(partials[0].ty.shape or ())
+    rows = [b.reshape(b.to_bits(p, width), (1, *shape)) for p in partials]
+    stacked = _stack(ctx, node, b.concatenate(rows, 0), axes)
+    n = span(axes, ctx.mesh)
+    return [
+        b.from_bits(b.reshape(b.slice_dim(stacked, 1, k, 1), (n, *shape)), p.ty.dtype)
+        for k, p in enumerate(partials)
+    ]
 
 
 def _stack(ctx: PartitionCtx, node: Node, x: Val, axes: DimAxes) -> Val:

@@ -297,3 +297,41 @@ func.func public @barrier_runs_on_local_blocks(%x: tensor<8x16xf32> {sdy.shardin
   %2 = stablehlo.exponential %1#0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<8x16xf32>
   return %2, %1#1 : tensor<8x16xf32>, !stablehlo.token
 }
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// argmax along a split dim: each device reduces its block to (value, index)
+// pairs; the pairs travel in one all-gather, the bf16 values' bits widened
+// to the indices' 32 (and narrowed back), and are reduced again with the
+// op's own region.
+// CHECK-LABEL: func.func public @argmax_of_split_rows
+// CHECK: %[[LOCAL:.*]]:2 = stablehlo.reduce(%arg1 init: %{{.*}}), (%{{.*}} init: %{{.*}}) across dimensions = [0]
+// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %[[LOCAL]]#0 : (tensor<8xbf16>) -> tensor<8xi16>
+// CHECK: stablehlo.convert %[[BITS]] : (tensor<8xi16>) -> tensor<8xi32>
+// CHECK: stablehlo.concatenate %{{.*}}, %{{.*}}, dim = 0 : (tensor<1x8xi32>, tensor<1x8xi32>) -> tensor<2x8xi32>
+// CHECK: %[[ALL:.*]] = "stablehlo.all_gather"
+// CHECK-SAME: -> tensor<4x2x8xi32>
+// CHECK-NOT: all_gather
+// CHECK: stablehlo.convert %{{.*}} : (tensor<4x8xi32>) -> tensor<4x8xi16>
+// CHECK: %[[VALUES:.*]] = stablehlo.bitcast_convert %{{.*}} : (tensor<4x8xi16>) -> tensor<4x8xbf16>
+// CHECK: %[[INDICES:.*]] = stablehlo.reshape %{{.*}} : (tensor<4x1x8xi32>) -> tensor<4x8xi32>
+// CHECK: stablehlo.reduce(%[[VALUES]] init: %{{.*}}), (%[[INDICES]] init: %{{.*}}) across dimensions = [0]
+func.func public @argmax_of_split_rows(%arg0: tensor<16x8xbf16> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) {
+  %0 = stablehlo.iota dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<16x8xi32>
+  %cst = stablehlo.constant dense<0xFF80> : tensor<bf16>
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %1:2 = stablehlo.reduce(%arg0 init: %cst), (%0 init: %c) across dimensions = [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}]>, <@mesh, [{}]>]>} : (tensor<16x8xbf16>, tensor<16x8xi32>, tensor<bf16>, tensor<i32>) -> (tensor<8xbf16>, tensor<8xi32>)
+   reducer(%arg1: tensor<bf16>, %arg3: tensor<bf16>) (%arg2: tensor<i32>, %arg4: tensor<i32>)  {
+    %2 = stablehlo.compare GT, %arg1, %arg3, FLOAT : (tensor<bf16>, tensor<bf16>) -> tensor<i1>
+    %3 = stablehlo.compare NE, %arg1, %arg1, FLOAT : (tensor<bf16>, tensor<bf16>) -> tensor<i1>
+    %4 = stablehlo.or %2, %3 : tensor<i1>
+    %5 = stablehlo.compare EQ, %arg1, %arg3, FLOAT : (tensor<bf16>, tensor<bf16>) -> tensor<i1>
+    %6 = stablehlo.compare LT, %arg2, %arg4, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %7 = stablehlo.and %5, %6 : tensor<i1>
+    %8 = stablehlo.or %4, %7 : tensor<i1>
+    %9 = stablehlo.select %4, %arg1, %arg3 : tensor<i1>, tensor<bf16>
+    %10 = stablehlo.select %8, %arg2, %arg4 : tensor<i1>, tensor<i32>
+    stablehlo.return %9, %10 : tensor<bf16>, tensor<i32>
+  }
+  return %1#1 : tensor<8xi32>
+}
