@@ -144,3 +144,34 @@ def is_dense_ints(attr: ir.Attribute) -> bool:
     except ValueError:
         return False
     return True
+
+
+def renamed(old: ir.Operation, name: str) -> ir.Operation:
+    """A copy of `old` (operands, attributes, result types, location) as op
+    `name`, inserted before it; `old` is left for the caller to replace.
+    An attribute the Python bindings cannot hold (a complex dense constant:
+    "Can't cast unknown element type") is carried through the op's generic
+    text instead."""
+    ip = ir.InsertionPoint(old)
+    try:
+        attributes = {k: old.attributes[k] for k in old.attributes}
+    except TypeError:
+        if len(old.operands) or len(old.regions):
+            raise
+        text = str(
+            old.get_asm(
+                print_generic_op_form=True, enable_debug_info=True, use_local_scope=True
+            )
+        )
+        quoted = f'"{old.name}"'
+        made = ir.Operation.parse(text.replace(quoted, f'"{name}"', 1)).operation
+        ip.insert(made)
+        return made
+    return ir.Operation.create(
+        name,
+        results=[r.type for r in old.results],
+        operands=list(old.operands),
+        attributes=attributes,
+        loc=old.location,
+        ip=ip,
+    )

@@ -26,7 +26,7 @@ from meshjit.compiler.graph import (
     read_graph,
     write_attrs,
 )
-from meshjit.compiler.ir import ir, print_module, replace_module
+from meshjit.compiler.ir import ir, print_module, renamed, replace_module
 from meshjit.compiler.pass_base import ModulePass
 from meshjit.dialects.sdy_text import (
     parse_sharding,
@@ -80,13 +80,7 @@ class ExportShardingsPass(ModulePass):
             for node in graph.nodes:
                 if node.op == "stablehlo.constant":
                     old = handles[node.id]
-                    made = ir.Operation.create(
-                        "sdy.constant",
-                        results=[old.result.type],
-                        attributes={k: old.attributes[k] for k in old.attributes},
-                        loc=old.location,
-                        ip=ir.InsertionPoint(old),
-                    )
+                    made = renamed(old, "sdy.constant")
                     old.result.replace_all_uses_with(made.result)
                     old.erase()
         # A constraint nothing uses has done its work (propagation read it):

@@ -106,6 +106,8 @@ def zero_text(dtype: str) -> str:
     """The literal of zero (false) in a dense attribute of `dtype`."""
     if dtype == "i1":
         return "false"
+    if dtype.startswith("complex"):
+        return "(0.0, 0.0)"
     return "0" if dtype[0] in "iu" else "0.0"
 
 

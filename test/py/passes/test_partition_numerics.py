@@ -610,6 +610,12 @@ FAMILIES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
         ),
         [(16, 8)],
     ),
+    # complex zeros are written (0.0, 0.0) (a partition of this was refused
+    # with "parsed 1 elements, but type ('complex<f32>') expected 2")
+    "complex_dot": (
+        lambda a, b: jnp.abs((a + 1j * a[::-1]) @ (b.T - 1j * b.T)),
+        [(16, 8), (16, 8)],
+    ),
 }
 
 
