@@ -1162,6 +1162,95 @@ CYCLEGAN_FWD = Workload(
 )
 
 
+# Diffusion UNet block (DDPM/Stable-Diffusion style) --------------------------------
+# A residual block (GroupNorm, SiLU, 3x3 convolutions, a sinusoidal timestep
+# embedding added per channel) and a self-attention block over the
+# flattened height x width tokens, trained on a denoising loss. Height split
+# for high-resolution latents (the tokens then split with it), or batch x
+# height.
+
+DIFFUSION_C = 32
+
+DIFFUSION_PARAMS: dict[str, Any] = {
+    "conv1": _Leaf((3, 3, DIFFUSION_C, DIFFUSION_C)),
+    "conv2": _Leaf((3, 3, DIFFUSION_C, DIFFUSION_C)),
+    "time": _Leaf((32, DIFFUSION_C)),
+    **{k: _Leaf((DIFFUSION_C, DIFFUSION_C)) for k in ("q", "k", "v", "o")},
+}
+
+
+def _group_norm(x: jax.Array, groups: int = 4) -> jax.Array:
+    b, h, w, c = x.shape
+    y = x.reshape(b, h, w, groups, c // groups)
+    mean = y.mean((1, 2, 4), keepdims=True)
+    var = y.var((1, 2, 4), keepdims=True)
+    return ((y - mean) * jax.lax.rsqrt(var + 1e-5)).reshape(b, h, w, c)
+
+
+def _timestep_embedding(t: jax.Array, dim: int) -> jax.Array:
+    half = dim // 2
+    freqs = jnp.exp(-np.log(10000.0) * jnp.arange(half) / half)
+    angles = t[:, None] * freqs[None]
+    return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)
+
+
+def diffusion_block(
+    params: dict[str, jax.Array], x: jax.Array, t: jax.Array
+) -> jax.Array:
+    h = _conv(jax.nn.silu(_group_norm(x)), params["conv1"])
+    emb = jax.nn.silu(_timestep_embedding(t, 32)) @ params["time"]
+    h = h + emb[:, None, None, :]
+    x = x + _conv(jax.nn.silu(_group_norm(h)), params["conv2"])
+    b, height, width, c = x.shape
+    n = _group_norm(x).reshape(b, height * width, c)
+    q, k, v = (n @ params[name] for name in ("q", "k", "v"))
+    a = jax.nn.softmax(q @ k.transpose(0, 2, 1) / np.sqrt(c), axis=-1) @ v
+    return x + (a @ params["o"]).reshape(b, height, width, c)
+
+
+def diffusion_train_step(
+    params: dict[str, jax.Array], x: jax.Array, t: jax.Array, noise: jax.Array
+) -> Any:
+    def loss_fn(params: dict[str, jax.Array]) -> jax.Array:
+        return ((diffusion_block(params, x, t) - noise) ** 2).mean()
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    return _sgd(params, grads), loss
+
+
+def _diffusion_args() -> tuple[Any, ...]:
+    return (
+        _arrays(DIFFUSION_PARAMS, seed=23),
+        _rand(4, 16, 16, DIFFUSION_C, seed=24),
+        np.arange(4, dtype=np.float32) * 100.0,
+        _rand(4, 16, 16, DIFFUSION_C, seed=25),
+    )
+
+
+_DIFFUSION_REP = _same_specs(DIFFUSION_PARAMS, P())
+
+DIFFUSION_TRAIN = Workload(
+    "diffusion_train",
+    diffusion_train_step,
+    _diffusion_args,
+    (
+        Layout(
+            "height8",
+            "8",
+            (_DIFFUSION_REP, P(None, "x"), P(), P(None, "x")),
+            (_DIFFUSION_REP, P()),
+        ),
+        Layout(
+            "batch2_height4",
+            "2x4",
+            (_DIFFUSION_REP, P("x", "y"), P("x"), P("x", "y")),
+            (_DIFFUSION_REP, P()),
+        ),
+    ),
+    tags=("model", "conv", "transformer", "train"),
+)
+
+
 MODELS = (
     RESNET_FWD,
     RESNET_TRAIN,
@@ -1181,4 +1270,5 @@ MODELS = (
     SWIN_FWD,
     REMAT_TRAIN,
     CYCLEGAN_FWD,
+    DIFFUSION_TRAIN,
 )
