@@ -65,35 +65,49 @@ def reduce(node: Node, ctx: PartitionCtx) -> None:
 def _stack_all(
     ctx: PartitionCtx, node: Node, partials: Sequence[Val], axes: DimAxes
 ) -> list[Val]:
-    """`_stack` of each of a reduce's partial results (they share a shape),
-    in one all-gather where there are several (argmax's values and indices:
-    one collective's latency, not two): their bits side by side as integers
-    of the widest one's width."""
-    if len(partials) == 1 or not all(has_bits(p.ty.dtype) for p in partials):
-        return [_stack(ctx, node, p, axes) for p in partials]
+    """Every device's partial results of the group over `axes` (a reduce's:
+    they share a shape), each stacked along a new leading dim."""
+    rows = [ctx.b.reshape(p, (1, *(p.ty.shape or ()))) for p in partials]
+    return _gather_together(ctx, node, rows, 0, axes, "partial results of the blocks")
+
+
+def _gather_together(
+    ctx: PartitionCtx,
+    node: Node,
+    values: Sequence[Val],
+    dim: int,
+    axes: DimAxes,
+    reason: str,
+) -> list[Val]:
+    """All-gathers of `values` (one shape) along `dim` over `axes`, as one
+    where there are several (argmax's values and indices, top_k's
+    candidates: one collective's latency, not two): their bits side by side
+    along a new leading dim, as integers of the widest one's width
+    (`Builder.to_bits`); a type without bits (complex) is gathered alone."""
     b = ctx.b
-    width = max(itemsize(p.ty.dtype) for p in partials)
-    shape = tuple(partials[0].ty.shape or ())
-    rows = [b.reshape(b.to_bits(p, width), (1, *shape)) for p in partials]
-    stacked = _stack(ctx, node, b.concatenate(rows, 0), axes)
     n = span(axes, ctx.mesh)
-    return [
-        b.from_bits(b.reshape(b.slice_dim(stacked, 1, k, 1), (n, *shape)), p.ty.dtype)
-        for k, p in enumerate(partials)
-    ]
-
-
-def _stack(ctx: PartitionCtx, node: Node, x: Val, axes: DimAxes) -> Val:
-    """Every device's `x` of the group over `axes`, stacked along a new
-    leading dim."""
-    shape = x.ty.shape or ()
-    n = span(axes, ctx.mesh)
-    one = ctx.b.reshape(x, (1, *shape))
-    nbytes = (n - 1) * math.prod(shape) * itemsize(x.ty.dtype)
-    ctx.record(
-        "all-gather", axes, nbytes, (node.op, node.loc, "partial results of the blocks")
+    shape = tuple(values[0].ty.shape or ())
+    whole = tuple(s * n if d == dim else s for d, s in enumerate(shape))
+    why = (node.op, node.loc, reason)
+    if len(values) == 1 or not all(has_bits(v.ty.dtype) for v in values):
+        out = []
+        for v in values:
+            nbytes = (n - 1) * math.prod(shape) * itemsize(v.ty.dtype)
+            ctx.record("all-gather", axes, nbytes, why)
+            out.append(b.all_gather(v, dim, ctx.groups(axes), v.ty.with_shape(whole)))
+        return out
+    width = max(itemsize(v.ty.dtype) for v in values)
+    bits = [b.reshape(b.to_bits(v, width), (1, *shape)) for v in values]
+    packed = b.concatenate(bits, 0)
+    count = len(values)
+    ctx.record("all-gather", axes, (n - 1) * count * math.prod(shape) * width, why)
+    gathered = b.all_gather(
+        packed, dim + 1, ctx.groups(axes), packed.ty.with_shape((count, *whole))
     )
-    return ctx.b.all_gather(one, 0, ctx.groups(axes), x.ty.with_shape((n, *shape)))
+    return [
+        b.from_bits(b.reshape(b.slice_dim(gathered, 0, k, 1), whole), v.ty.dtype)
+        for k, v in enumerate(values)
+    ]
 
 
 def top_k(node: Node, ctx: PartitionCtx) -> None:
@@ -135,20 +149,9 @@ def top_k(node: Node, ctx: PartitionCtx) -> None:
     values, indices = b.op(node.op, [x], local, lop.attrs)
     offset = b.convert(ctx.dim_offset(axes, block), indices.ty.dtype)
     indices = b.binary("stablehlo.add", indices, b.broadcast(offset, indices.ty))
-    n = span(axes, ctx.mesh)
-    wide = [
-        v.ty.with_shape((*(v.ty.shape or ())[:-1], n * k)) for v in (values, indices)
-    ]
-    gathered = []
-    for v, ty in zip((values, indices), wide, strict=True):
-        nbytes = (n - 1) * math.prod(v.ty.shape or ()) * itemsize(v.ty.dtype)
-        ctx.record(
-            "all-gather",
-            axes,
-            nbytes,
-            (node.op, node.loc, "top-k candidates of the blocks"),
-        )
-        gathered.append(b.all_gather(v, last, ctx.groups(axes), ty))
+    gathered = _gather_together(
+        ctx, node, [values, indices], last, axes, "top-k candidates of the blocks"
+    )
     outs = _merge_candidates(ctx, node, gathered, k)
     finish(ctx, node, lop, outs)
 

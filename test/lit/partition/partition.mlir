@@ -306,15 +306,16 @@ sdy.mesh @mesh = <["x"=4]>
 // op's own region.
 // CHECK-LABEL: func.func public @argmax_of_split_rows
 // CHECK: %[[LOCAL:.*]]:2 = stablehlo.reduce(%arg1 init: %{{.*}}), (%{{.*}} init: %{{.*}}) across dimensions = [0]
-// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %[[LOCAL]]#0 : (tensor<8xbf16>) -> tensor<8xi16>
-// CHECK: stablehlo.convert %[[BITS]] : (tensor<8xi16>) -> tensor<8xi32>
-// CHECK: stablehlo.concatenate %{{.*}}, %{{.*}}, dim = 0 : (tensor<1x8xi32>, tensor<1x8xi32>) -> tensor<2x8xi32>
+// CHECK: %[[ROW:.*]] = stablehlo.reshape %[[LOCAL]]#0 : (tensor<8xbf16>) -> tensor<1x8xbf16>
+// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %[[ROW]] : (tensor<1x8xbf16>) -> tensor<1x8xi16>
+// CHECK: stablehlo.convert %[[BITS]] : (tensor<1x8xi16>) -> tensor<1x8xi32>
+// CHECK: stablehlo.concatenate %{{.*}}, %{{.*}}, dim = 0 : (tensor<1x1x8xi32>, tensor<1x1x8xi32>) -> tensor<2x1x8xi32>
 // CHECK: %[[ALL:.*]] = "stablehlo.all_gather"
-// CHECK-SAME: -> tensor<4x2x8xi32>
+// CHECK-SAME: -> tensor<2x4x8xi32>
 // CHECK-NOT: all_gather
 // CHECK: stablehlo.convert %{{.*}} : (tensor<4x8xi32>) -> tensor<4x8xi16>
 // CHECK: %[[VALUES:.*]] = stablehlo.bitcast_convert %{{.*}} : (tensor<4x8xi16>) -> tensor<4x8xbf16>
-// CHECK: %[[INDICES:.*]] = stablehlo.reshape %{{.*}} : (tensor<4x1x8xi32>) -> tensor<4x8xi32>
+// CHECK: %[[INDICES:.*]] = stablehlo.reshape %{{.*}} : (tensor<1x4x8xi32>) -> tensor<4x8xi32>
 // CHECK: stablehlo.reduce(%[[VALUES]] init: %{{.*}}), (%[[INDICES]] init: %{{.*}}) across dimensions = [0]
 func.func public @argmax_of_split_rows(%arg0: tensor<16x8xbf16> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) {
   %0 = stablehlo.iota dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<16x8xi32>
