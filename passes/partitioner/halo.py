@@ -287,8 +287,12 @@ def aligned_exchange(plan: WindowPlan) -> Aligned | None:
     before = sum(length[s] for s in remote if s < 0)
     span = before + block + sum(length[s] for s in remote if s > 0)
     at = [plan.first(i) - (i * block - before) for i in range(n)]
-    for i, (lo, hi) in enumerate(needs):
-        if lo >= hi:  # reads nothing (an uneven result's padding): any cut
+    for i in range(n):
+        # Outputs that read nothing (an uneven result's padding, in data
+        # movement): any cut. Not a window wholly outside the input: its
+        # outputs read the padding, which the run's margins hold (clamped
+        # into the run, a strided convolution's last block read real data).
+        if plan.needed and plan.needed[i] == 0:
             at[i] = max(0, min(at[i], span - plan.length))
     low = max(0, -min(at))
     high = max(0, max(a + plan.length for a in at) - span)

@@ -187,6 +187,18 @@ def _check_output_parallel(w: Window, n: int) -> bool:
     if ex.remote_rounds:  # the same pieces from one gather of the pieces
         packing = _check_packed([x], [plan], [ex])
         assert packing.total <= ex.moved_elements()
+    run = aligned_exchange(plan)
+    for i in range(n if run is not None else 0):
+        if i * m >= w.out_size:
+            continue  # only the result's padding: any window
+        # Unmasked (a zero-padded convolution on an even split is not
+        # masked): a position outside x holds the run's fill or nothing
+        # received, never another position's data (a window past the end,
+        # clamped into the run, read real data).
+        raw = _run_window(x, plan, run, i)
+        position = plan.first(i) + np.arange(plan.length)
+        outside = (position < 0) | (position >= plan.size)
+        assert (raw[outside] <= 0).all(), f"block {i} reads data outside x: {raw}"
     for way, i in itertools.product(_ways(plan), range(n)):
         local = _build_window(x, plan, way, i)
         got = _windows(
@@ -214,6 +226,9 @@ CONFIGS = [
     Window(16, 16, 1, 15, 0),  # cumulative sum
     Window(32, 32, 1, 31, 0, dilation=1),
     Window(16, 9, 1, 0, 8),  # reverse cumulative window
+    # stride 3 over 16 padded (2, 1): 7 outputs, the last block's real output
+    # reads only padding (its window lies past the input's end)
+    Window(16, 1, 3, 2, 1),
 ]
 
 

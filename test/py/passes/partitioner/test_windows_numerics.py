@@ -481,3 +481,32 @@ def test_fused_projection_gradient_concatenates_from_one_gather_of_the_pieces(
         assert c.bytes_per_device == gathered_three
     remarks = [r.message for r in compiled.partition_report.remarks]
     assert any("one all-gather of every operand's pieces" in m for m in remarks)
+
+
+def test_strided_window_past_the_end_reads_padding() -> None:
+    """Stride 3 over 16 columns padded (2, 1), split 4 ways: 7 outputs in
+    blocks of 2; the last block's real output reads only the high padding.
+    Its window, cut from the run of its block and the next one's piece,
+    was clamped into the run and read real columns (found by the fuzzer:
+    seed 6179)."""
+    x = rand(4, 2, 16, 2)
+    k = rand(5, 1, 1, 8, seed=1)
+
+    def f(x: jax.Array, k: jax.Array) -> jax.Array:
+        y = jax.lax.conv_general_dilated(
+            x,
+            k,
+            (2, 3),
+            ((2, 1), (2, 1)),
+            rhs_dilation=(1, 2),
+            dimension_numbers=DN,
+            feature_group_count=2,
+        )
+        return jnp.transpose(y, (2, 3, 0, 1))
+
+    m = Mesh(np.array(jax.devices()[:8]).reshape(2, 2, 2), ("x", "y", "z"))
+    sh = NamedSharding(m, P("z", None, ("x", "y")))
+    out = NamedSharding(m, P(None, "z"))
+    jitted = meshjit.jit(f, in_shardings=(sh, NamedSharding(m, P())), out_shardings=out)
+    got = np.asarray(jitted(jax.device_put(x, sh), k))
+    np.testing.assert_allclose(got, np.asarray(jax.jit(f)(x, k)), rtol=2e-5, atol=2e-6)
