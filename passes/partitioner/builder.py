@@ -76,8 +76,14 @@ INT_OF_WIDTH = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
 
 def has_bits(dtype: str) -> bool:
     """Whether `Builder.to_bits` takes values of `dtype`: booleans and the
-    whole-byte integer and float types (not complex, not 4-bit)."""
-    return dtype in _ITEMSIZE and not dtype.startswith("complex")
+    whole-byte integer and float types (8-bit floats too; not complex, not
+    4-bit)."""
+    if dtype == "i1":
+        return True
+    m = re.match(r"[a-z]*?(\d+)", dtype)
+    if m is None or dtype.startswith("complex"):
+        return False
+    return int(m.group(1)) % 8 == 0
 
 
 def itemsize(dtype: str) -> int:

@@ -40,11 +40,11 @@ from meshjit.dialects.stablehlo_rules import RULES
 from meshjit.errors import InternalError
 from meshjit.passes.partitioner.builder import (
     I32,
-    INT_OF_WIDTH,
     Builder,
     Ty,
     Val,
     groups_attr,
+    has_bits,
     itemsize,
 )
 from meshjit.passes.partitioner.cost import (
@@ -577,25 +577,11 @@ class PartitionCtx:
         complex values as they are (only -0.0 parts may turn +0.0)."""
         b = self.b
         dtype = part.ty.dtype
-        if dtype == "i1":
-            as_int = "i8"
-        elif dtype[0] in "iu" or dtype.startswith("complex"):
-            as_int = dtype
-        else:
-            as_int = INT_OF_WIDTH[itemsize(dtype)]
-        bits = part
-        if dtype == "i1":
-            bits = b.convert(part, "i8")
-        elif as_int != dtype:
-            bits = b.op1(
-                "stablehlo.bitcast_convert", [part], part.ty.with_dtype(as_int)
-            )
+        if not has_bits(dtype):  # complex: as it is; 4-bit integers add exactly
+            return b.all_reduce(part, self.groups(axes), "stablehlo.add")
+        bits = b.to_bits(part, itemsize(dtype))
         combined = b.all_reduce(bits, self.groups(axes), "stablehlo.add")
-        if dtype == "i1":
-            return b.compare(combined, b.splat(combined.ty, "0"), "NE")
-        if as_int == dtype:
-            return combined
-        return b.op1("stablehlo.bitcast_convert", [combined], part.ty)
+        return b.from_bits(combined, dtype)
 
     def reduce_float_extremum(
         self, a: Val, result: Ty, step: AllReduce | ReduceScatter, combiner: str
