@@ -12,7 +12,10 @@ so rtol/atol 1e-5 holds whatever order a sharded program sums in. Each value
 knows whether it is *exact*: integer math and data movement (transpose, slice,
 gather, max, ...) must match the reference bitwise; float arithmetic within
 tolerance. Ops whose result jumps when an input moves by one ulp (argmax,
-floor, convert) take exact inputs only.
+floor, convert) take exact inputs only. Programs are float32, int32 or
+complex64 (`programs(dtype=C64)`: elementwise, dots, sums, data movement,
+gathers, scatters, cumulative sums, sorts, windows, loops; no ordering ops but
+sort's lexicographic one).
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ MESH_SHAPES: dict[tuple[int, ...], tuple[str, ...]] = {
 # Sizes that divide the mesh axes come first (hypothesis shrinks towards them).
 DIM_SIZES = (2, 4, 8, 16, 1, 3, 6, 12)
 MAX_ELEMENTS = 2048
-F32, I32 = "float32", "int32"
+F32, I32, C64 = "float32", "int32", "complex64"
+DTYPES = (F32, I32)  # what `programs()` draws from unless told
 
 Entry = None | str | tuple[str, ...]
 Spec = tuple[Entry, ...]
@@ -144,6 +148,9 @@ class Program:
                 out.append(rng.integers(0, i.index_bound, i.shape).astype(np.int32))
             elif i.dtype == I32:
                 out.append(rng.integers(-8, 9, i.shape).astype(np.int32))
+            elif i.dtype == C64:
+                re, im = rng.uniform(-0.7, 0.7, (2, *i.shape)).astype(np.float32)
+                out.append((re + 1j * im).astype(np.complex64))
             else:
                 out.append(rng.uniform(-1, 1, i.shape).astype(np.float32))
         return out
@@ -338,6 +345,15 @@ class _Builder:
                 ("{a} >> 1", True),
                 ("jnp.maximum({a}, 0)", True),
             ]
+        elif self.dtype == C64:
+            choices = [
+                ("jnp.conj({a})", True),
+                ("-{a}", True),
+                ("{a} * (0.6 + 0.8j)", False),
+                ("jnp.sin({a}) * 0.5", False),
+                ("{a} * {a} * 0.5", False),
+                ("jax.lax.complex(jnp.imag({a}), jnp.real({a}))", True),
+            ]
         else:
             choices = [
                 ("jnp.tanh({a})", False),
@@ -373,6 +389,13 @@ class _Builder:
                 ("jnp.minimum({a}, {b})", True),
                 ("{a} ^ {b}", True),
                 ("jnp.where({a} > {b}, {a}, {b})", True),
+            ]
+        elif self.dtype == C64:
+            choices = [
+                ("({a} + {b}) * 0.5", False),
+                ("{a} * {b}", False),
+                ("{a} * jnp.conj({b})", False),
+                ("jnp.where(jnp.real({a}) > jnp.imag({b}), {a}, {b})", True),
             ]
         else:
             choices = [
@@ -410,7 +433,7 @@ class _Builder:
             b = self.new_input(shape)
         dn = f"((({contract},), ({rc[0]},)), ({tuple(batch)}, {tuple(rb)}))"
         expr = f"jax.lax.dot_general(v{a}, v{b}, {dn})"
-        if self.dtype == F32:
+        if self.dtype != I32:
             expr += f" * {1.0 / sa[contract]!r}"
         self.emit(expr, [a, b], exact=self.dtype == I32)
 
@@ -433,14 +456,24 @@ class _Builder:
         )
         n = math.prod(sa[d] for d in axes)
         kind = self.draw(st.sampled_from(["sum", "max", "min", "argmax"]))
-        if kind == "argmax":
+        if self.dtype == C64 and kind != "sum":
+            # no ordering of complex values: the real part's, or the sum
+            kind = "argmax_real" if kind == "argmax" else "sum"
+        if kind == "argmax_real":
+            b = self.pick(exact=True)
+            sb = self.shape(b)
+            if not sb:
+                raise _Skip
+            d = self.draw(st.sampled_from(range(len(sb))))
+            self.emit(f"jnp.argmax(jnp.real(v{b}), axis={d})", [b], True)
+        elif kind == "argmax":
             b = self.pick(exact=True)
             sb = self.shape(b)
             if not sb:
                 raise _Skip
             d = self.draw(st.sampled_from(range(len(sb))))
             self.emit(f"jnp.argmax(v{b}, axis={d})", [b], True)
-        elif kind == "sum" and self.dtype == F32:
+        elif kind == "sum" and self.dtype != I32:
             self.emit(f"jnp.sum(v{a}, axis={axes}) * {1.0 / n!r}", [a], False)
         else:
             self.emit(f"jnp.{kind}(v{a}, axis={axes})", [a], True)
@@ -577,6 +610,8 @@ class _Builder:
         n = sa[d]
         k = self.draw(st.integers(1, min(n, 4)))
         mode = self.draw(st.sampled_from(["add", "set", "max", "mul"]))
+        if self.dtype == C64 and mode == "max":
+            mode = "add"
         rng = np.random.default_rng(self.draw(st.integers(0, 2**16)))
         if mode == "set":  # duplicates would make "set" order-dependent
             idx = rng.permutation(n)[:k].tolist()
@@ -590,19 +625,19 @@ class _Builder:
             update, operands = ("3" if self.dtype == I32 else "0.5"), [a]
         expr = f"v{a}.at[{where}].{mode}({update})"
         exact = mode in ("set", "max") or self.dtype == I32
-        if mode == "add" and self.dtype == F32:
+        if mode == "add" and self.dtype != I32:
             expr = f"({expr}) * 0.5"
         self.emit(expr, operands, exact)
 
     def op_conv(self) -> None:
-        if self.dtype != F32:
+        if self.dtype == I32:
             raise _Skip
         spatial = self.draw(st.sampled_from([1, 2]))
         rank = spatial + 2
         cands = [
             v
             for v in reversed(range(len(self.prog.values)))
-            if self.prog.values[v].dtype == F32 and len(self.shape(v)) == rank
+            if self.prog.values[v].dtype == self.dtype and len(self.shape(v)) == rank
         ]
         if not cands:
             a = self.new_input(self.draw_shape(min_rank=rank)[:rank])
@@ -647,8 +682,10 @@ class _Builder:
         # strided) or the filter gradient (the kernel window split).
         argnum = self.draw(st.sampled_from([0, 1]))
         loss = conv.format(x="x", k="k")
+        square = "jnp.abs({}) ** 2" if self.dtype == C64 else "{} ** 2"  # real
         expr = (
-            f"jax.grad(lambda x, k: jnp.sum({loss} ** 2) * 0.5, argnums={argnum})"
+            f"jax.grad(lambda x, k: jnp.sum({square.format(loss)}) * 0.5, "
+            f"argnums={argnum})"
             f"(v{a}, v{w})"
         )
         self.emit(expr, [a, w], False)
@@ -664,11 +701,13 @@ class _Builder:
         else:
             body = self.draw(st.sampled_from(["jnp.sin(c) * 0.5 + c * 0.25"]))
             exact = False
-        if kind == "dot" and self.dtype == F32 and sa:
+        if kind == "dot" and self.dtype != I32 and sa:
             w = self.new_input((sa[-1], sa[-1]))
             scale = 1.0 / sa[-1]
+            # complex tanh has poles on the imaginary axis; sin stays bounded
+            act = "jnp.tanh" if self.dtype == F32 else "0.5 * jnp.sin"
             expr = (
-                f"jax.lax.fori_loop(0, {n}, lambda i, c: jnp.tanh(c @ v{w} * "
+                f"jax.lax.fori_loop(0, {n}, lambda i, c: {act}(c @ v{w} * "
                 f"{scale!r}), v{a})"
             )
             self.emit(expr, [a, w], False)
@@ -688,7 +727,8 @@ class _Builder:
         a = self.pick()
         p = self.pick(exact=True)
         zero = "0" if self.dtype == I32 else "0.0"
-        pred = f"jnp.max(v{p}) > {zero}"
+        real = "jnp.real({})" if self.dtype == C64 else "{}"  # ordered
+        pred = f"jnp.max({real.format(f'v{p}')}) > {zero}"
         if self.dtype == I32:
             branches = ["t * 2 + 1", "-t", "t ^ 3"]
             exact = True
@@ -701,7 +741,7 @@ class _Builder:
                 f"lambda t: {branches[1]}, v{a})"
             )
         else:
-            index = f"jnp.argmax(v{p}.reshape(-1)) % 3"
+            index = f"jnp.argmax({real.format(f'v{p}')}.reshape(-1)) % 3"
             lambdas = ", ".join(f"lambda t: {b}" for b in branches)
             expr = f"jax.lax.switch({index}, [{lambdas}], v{a})"
         self.emit(expr, [a, p], exact)
@@ -778,7 +818,7 @@ class _Builder:
             # pool's a padded reduce_window.
             size = tuple(3 if i == d else 1 for i in range(len(sa)))
             step = tuple(2 if i == d else 1 for i in range(len(sa)))
-            if self.dtype == I32 or self.draw(st.booleans()):
+            if self.dtype == I32 or (self.dtype == F32 and self.draw(st.booleans())):
                 init = "jnp.iinfo(jnp.int32).min" if self.dtype == I32 else "-jnp.inf"
                 pool = (
                     f"jax.lax.reduce_window({{t}}, {init}, jax.lax.max, {size}, "
@@ -786,9 +826,10 @@ class _Builder:
                 )
                 exact = True
             else:
+                zero = "0j" if self.dtype == C64 else "0.0"
                 pool = (
-                    f"jax.lax.reduce_window({{t}}, 0.0, jax.lax.add, {size}, {step}, "
-                    "'SAME') * 0.25"
+                    f"jax.lax.reduce_window({{t}}, {zero}, jax.lax.add, {size}, "
+                    f"{step}, 'SAME') * 0.25"
                 )
                 exact = False
             if kind == "pool" or self.dtype == I32:
@@ -811,6 +852,8 @@ class _Builder:
             k = self.draw(st.integers(1, max(1, min(4, sa[last]))))
             self.emit(f"jax.lax.top_k(v{a}, {k})[0]", [a], True)
         elif kind == "maxpool":
+            if self.dtype == C64:
+                raise _Skip
             window = tuple(2 if i == d and n >= 2 else 1 for i, n in enumerate(sa))
             init = "jnp.iinfo(jnp.int32).min" if self.dtype == I32 else "-jnp.inf"
             expr = (
@@ -822,6 +865,11 @@ class _Builder:
             b = self.pick(exact=True)
             if self.dtype == I32:
                 expr = f"(v{b}.astype(jnp.float32) * 0.5).astype(jnp.int32)"
+            elif self.dtype == C64:
+                expr = (
+                    f"(jnp.real(v{b}) * 8.0).astype(jnp.int32).astype(jnp.complex64)"
+                    " * 0.125"
+                )
             else:
                 expr = f"(v{b} * 8.0).astype(jnp.int32).astype(jnp.float32) * 0.125"
             self.emit(expr, [b], True)
@@ -855,8 +903,10 @@ def programs(
     max_ops: int = 6,
     ops: Sequence[str] = OPS,
     dtype: str | None = None,
+    dtypes: Sequence[str] = DTYPES,
 ) -> Program:
-    """A random program: 1-3 inputs, up to `max_ops` ops, 1-2 outputs."""
+    """A random program: 1-3 inputs, up to `max_ops` ops, 1-2 outputs, of
+    `dtype` or one drawn from `dtypes`."""
     mesh_shape = draw(st.sampled_from(list(MESH_SHAPES)))
     perm = None
     if draw(st.integers(0, 3)) == 0:
@@ -865,7 +915,7 @@ def programs(
         mesh_shape, MESH_SHAPES[mesh_shape], perm, draw(st.integers(0, 2**16))
     )
     prog.api = draw(st.sampled_from(["jax", "meshjit", "pjit", "kwargs"]))
-    b = _Builder(draw, prog, dtype or draw(st.sampled_from([F32, I32])))
+    b = _Builder(draw, prog, dtype or draw(st.sampled_from(list(dtypes))))
     for _ in range(draw(st.integers(1, 2))):
         for _attempt in range(5):
             try:
@@ -897,4 +947,14 @@ def programs(
     return prog
 
 
-__all__ = ["MESH_SHAPES", "OPS", "Program", "Value", "programs", "spec_text"]
+__all__ = [
+    "C64",
+    "F32",
+    "I32",
+    "MESH_SHAPES",
+    "OPS",
+    "Program",
+    "Value",
+    "programs",
+    "spec_text",
+]

@@ -3,8 +3,9 @@
 Random programs (`programs.py`: elementwise chains, dot_general with batch and
 contracting dims, reductions, broadcasts, reshapes, transposes, slices,
 concatenates, pads, gathers, scatters, convolutions, loops, nested jits,
-with_sharding_constraint) on random meshes with random valid in/out shardings
-run on 8 CPU devices and must match the unsharded run (`differential.py`).
+with_sharding_constraint; float32, int32 and complex64) on random meshes
+with random valid in/out shardings run on 8 CPU devices and must match the
+unsharded run (`differential.py`).
 Uneven shardings appear only where meshjit must raise.
 
 Profiles: the default run is a fixed (derandomized) ~100-case sample; the long
@@ -42,7 +43,7 @@ from .differential import (
     known_bug,
     place_args,
 )
-from .programs import Program, programs, spec_text
+from .programs import C64, DTYPES, Program, programs, spec_text
 
 FAST = settings(
     max_examples=int(os.environ.get("MESHJIT_FUZZ_FAST_CASES", "90")),
@@ -57,6 +58,16 @@ FAST = settings(
 @FAST
 @given(programs())
 def test_meshjit_matches_unsharded_run(prog: Program) -> None:
+    assume(known_bug(prog) is None)
+    check(prog)
+
+
+@pytest.mark.devices(8)
+@settings(FAST, max_examples=int(os.environ.get("MESHJIT_FUZZ_COMPLEX_CASES", "25")))
+@given(programs(dtype=C64))
+def test_complex_programs_match_unsharded_run(prog: Program) -> None:
+    """complex64 programs: the partitioner's zeros, identities and packed
+    collectives in a type with two parts (the long profile draws them too)."""
     assume(known_bug(prog) is None)
     check(prog)
 
@@ -222,7 +233,7 @@ def test_long_profile() -> None:
         database=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(programs())
+    @given(programs(dtypes=(*DTYPES, C64)))
     def one(prog: Program) -> None:
         stats.cases += 1
         try:
