@@ -302,12 +302,26 @@ class PartitionCtx:
         self.scope.cache[key] = made
         return made
 
+    def const_u32(self, value: int) -> Val:
+        key = ("ui32", value)
+        found = self.scope.cached(key)
+        if found is None:
+            found = self.scope.cache[key] = self.b.splat(Ty((), "ui32"), str(value))
+        return found
+
+    def partition_id(self) -> Val:
+        """stablehlo.partition_id (ui32), once per scope."""
+        found = self.scope.cached("partition-id")
+        if found is None:
+            found = self.scope.cache["partition-id"] = self.b.partition_id()
+        return found
+
     def partition_position(self) -> Val:
         key = "position"
         found = self.scope.cached(key)
         if found is not None:
             return found
-        pos = self.b.convert(self.b.partition_id(), "i32")
+        pos = self.b.convert(self.partition_id(), "i32")
         self.scope.cache[key] = pos
         return pos
 
@@ -316,13 +330,20 @@ class PartitionCtx:
         found = self.scope.cached(key)
         if found is not None:
             return found
-        value = self.partition_position()
-        stride = axis_stride(self.mesh, axis)
-        if stride != 1:
-            value = self.b.binary("stablehlo.divide", value, self.const_i32(stride))
+        # On the unsigned partition id: XLA turns an unsigned divide or
+        # remainder by a power of two into a shift or a mask; a signed one
+        # becomes a sign-correcting sequence in every kernel that reads it.
         size = axis.full_size(self.mesh)
-        if size * stride != self.mesh.size:
-            value = self.b.binary("stablehlo.remainder", value, self.const_i32(size))
+        stride = axis_stride(self.mesh, axis)
+        if stride == 1 and size == self.mesh.size:
+            value = self.partition_position()
+        else:
+            raw = self.partition_id()
+            if stride != 1:
+                raw = self.b.binary("stablehlo.divide", raw, self.const_u32(stride))
+            if size * stride != self.mesh.size:
+                raw = self.b.binary("stablehlo.remainder", raw, self.const_u32(size))
+            value = self.b.convert(raw, "i32")
         self.scope.cache[key] = value
         return value
 
@@ -1207,11 +1228,7 @@ def on_one_device(node: Node, ctx: PartitionCtx) -> None:
                 ctx.value_reshard(vid, replicated(len(shape)), node, f"operand {i}")
             )
     results = [ctx.global_ty(v) for v in node.results]
-    here = b.compare(
-        b.partition_id(),
-        b.constant(Ty((), "ui32"), f"dense<{ctx.placed[node.id]}> : tensor<ui32>"),
-        "EQ",
-    )
+    here = b.compare(ctx.partition_id(), ctx.const_u32(ctx.placed[node.id]), "EQ")
     saved = b.capture()
     regions = [ctx.verbatim_region(r[0]) for r in node.regions]
     outs = b.op(node.op, operands, results, ctx.op_attrs(node), regions)

@@ -72,7 +72,8 @@ sdy.mesh @mesh = <["x"=2, "y"=4]>
 // CHECK-LABEL: func.func public @iota_adds_the_block_offset
 // CHECK: %[[IOTA:.*]] = stablehlo.iota dim = 1 : tensor<4x4xi32>
 // CHECK: %[[PID:.*]] = stablehlo.partition_id
-// CHECK: %[[Y:.*]] = stablehlo.remainder
+// CHECK: %[[UY:.*]] = stablehlo.remainder %[[PID]], %{{.*}} : tensor<ui32>
+// CHECK: %[[Y:.*]] = stablehlo.convert %[[UY]] : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[OFF:.*]] = stablehlo.multiply %[[Y]]
 // CHECK: %[[B:.*]] = stablehlo.broadcast_in_dim %[[OFF]], dims = [] : (tensor<i32>) -> tensor<4x4xi32>
 // CHECK: stablehlo.add %[[IOTA]], %[[B]] : tensor<4x4xi32>

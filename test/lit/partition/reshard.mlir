@@ -51,14 +51,17 @@ func.func public @all_to_all_moves_an_axis_between_dims(%a: tensor<8x16xf32> {sd
 // -----
 sdy.mesh @mesh = <["x"=2, "y"=4]>
 // Adding axes needs no communication: each device slices its block at an
-// offset computed from stablehlo.partition_id (x = id / 4, y = id % 4).
+// offset computed from stablehlo.partition_id (x = id / 4, y = id % 4, on
+// the unsigned id: XLA makes them a shift and a mask).
 // CHECK-LABEL: func.func public @local_slice_adds_axes
 // CHECK: %[[PID:.*]] = stablehlo.partition_id : tensor<ui32>
-// CHECK: %[[POS:.*]] = stablehlo.convert %[[PID]] : (tensor<ui32>) -> tensor<i32>
+// CHECK: %[[UFOUR:.*]] = stablehlo.constant dense<4> : tensor<ui32>
+// CHECK: %[[UX:.*]] = stablehlo.divide %[[PID]], %[[UFOUR]] : tensor<ui32>
+// CHECK: %[[X:.*]] = stablehlo.convert %[[UX]] : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[FOUR:.*]] = stablehlo.constant dense<4> : tensor<i32>
-// CHECK: %[[X:.*]] = stablehlo.divide %[[POS]], %[[FOUR]]
 // CHECK: %[[ROW:.*]] = stablehlo.multiply %[[X]], %[[FOUR]]
-// CHECK: %[[Y:.*]] = stablehlo.remainder %[[POS]], %[[FOUR]]
+// CHECK: %[[UY:.*]] = stablehlo.remainder %[[PID]], %[[UFOUR]] : tensor<ui32>
+// CHECK: %[[Y:.*]] = stablehlo.convert %[[UY]] : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[COL:.*]] = stablehlo.multiply %[[Y]], %[[FOUR]]
 // CHECK: stablehlo.dynamic_slice %{{.*}}, %[[ROW]], %[[COL]], sizes = [4, 4] : (tensor<8x16xf32>, tensor<i32>, tensor<i32>) -> tensor<4x4xf32>
 // CHECK-NOT: all_

@@ -43,11 +43,13 @@ func.func public @add_then_sum(%a: tensor<8x4xf32> {sdy.sharding = #sdy.sharding
 sdy.mesh @mesh = <["x"=2, "y"=2]>
 // CHECK-LABEL: func.func public @to_unreduced
 // CHECK-NOT: all_gather
-// CHECK: %[[Y:.*]] = stablehlo.remainder %{{.*}}, %c : tensor<i32>
+// CHECK: %[[UY:.*]] = stablehlo.remainder %{{.*}}, %c : tensor<ui32>
+// CHECK: %[[Y:.*]] = stablehlo.convert %[[UY]] : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[AT:.*]] = stablehlo.multiply %[[Y]], %{{.*}} : tensor<i32>
 // CHECK: %[[ZEROS:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<8xf32>
 // CHECK: %[[BLOCK:.*]] = stablehlo.dynamic_update_slice %[[ZEROS]], %arg2, %[[AT]] : (tensor<8xf32>, tensor<4xf32>, tensor<i32>) -> tensor<8xf32>
-// CHECK: %[[X:.*]] = stablehlo.divide %{{.*}}, %c : tensor<i32>
+// CHECK: %[[UX:.*]] = stablehlo.divide %{{.*}}, %c : tensor<ui32>
+// CHECK: %[[X:.*]] = stablehlo.convert %[[UX]] : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[FIRST:.*]] = stablehlo.compare EQ, %[[X]], %{{.*}} : (tensor<i32>, tensor<i32>) -> tensor<i1>
 // CHECK: %[[MASK:.*]] = stablehlo.broadcast_in_dim %[[FIRST]], dims = [] : (tensor<i1>) -> tensor<8xi1>
 // CHECK: %[[KEPT:.*]] = stablehlo.select %[[MASK]], %arg3, %{{.*}} : tensor<8xi1>, tensor<8xf32>
