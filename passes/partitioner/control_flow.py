@@ -3,6 +3,7 @@ layouts), and shard_map bodies (sdy.manual_computation)."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -10,8 +11,9 @@ from meshjit.compiler.graph import Node, Opaque
 from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.sdy_text import parse_sharding_per_value
 from meshjit.dialects.sharding import TensorSharding
-from meshjit.passes.partitioner.builder import Val
+from meshjit.passes.partitioner.builder import Val, itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
+from meshjit.passes.partitioner.cost import reshard_seconds
 from meshjit.passes.partitioner.layouts import layout_of, unreduced_of
 from meshjit.passes.partitioner.report import PartitionFailure
 
@@ -38,11 +40,24 @@ def call(node: Node, ctx: PartitionCtx) -> None:
         ctx.value_reshard(vid, ctx.layout(arg), node, f"argument {i}", keep=keep[i])
         for i, (vid, arg) in enumerate(zip(node.operands, block.args, strict=True))
     ]
+    # Other copies of an argument's value (a loop's gathered carry) are
+    # copies of the parameter too.
+    copies = [
+        []
+        if keep[i] or vid in ctx.deferred or ctx.graph.value(vid).shape is None
+        else [*ctx.scope.versions_of(vid), (ctx.layout(vid), ctx.val(vid))]
+        for i, vid in enumerate(node.operands)
+    ]
     inner = ctx.push_scope()
-    for arg, value, partial in zip(block.args, operands, keep, strict=True):
+    for arg, value, partial, more in zip(
+        block.args, operands, keep, copies, strict=True
+    ):
         ctx.bind(arg, value)
         if partial:  # passed in as partial sums
             ctx.deferred[arg] = (ctx.layout(arg), partial)
+        others = [(lay, v) for lay, v in more if lay != ctx.layout(arg)]
+        if others:
+            inner.versions[arg] = others
     ctx.inline_depth += 1
     returned = ctx.emit_block(block.nodes) or []
     ctx.inline_depth -= 1
@@ -114,19 +129,29 @@ def _bind_args(
 def while_(node: Node, ctx: PartitionCtx) -> None:
     """The loop carry keeps its layout, and stays a partial sum where the
     results are declared unreduced (a gradient accumulated over
-    microbatches is summed across devices once, after the loop)."""
+    microbatches is summed across devices once, after the loop). A carry
+    the body only reads, in slices at a varying start along a split dim, is
+    also gathered once before the loop where that is cheaper than fetching
+    each slice (`_gathered_before`): the gathered copy is one more carry,
+    which the body's ops find as another copy of the value."""
     lays = [ctx.layout(r) for r in node.results]
     keep = _carried_partial(ctx, node)
     operands = [
         ctx.value_reshard(v, lay, node, f"operand {i}", keep=keep[i])
         for i, (v, lay) in enumerate(zip(node.operands, lays, strict=True))
     ]
+    hoisted = _gathered_before(ctx, node, lays)
+    extra = [
+        ctx.value_reshard(node.operands[i], inside, node, f"operand {i} (gathered)")
+        for i, inside in hoisted
+    ]
+    extra_types = [e.ty for e in extra]
     cond, body = node.regions
     cond_block, body_block = cond[0], body[0]
     # The condition returns a scalar predicate: emitted without resharding.
     saved = ctx.b.capture()
     types = [ctx.local_ty(a, lay) for a, lay in zip(cond_block.args, lays, strict=True)]
-    args, header = ctx.b.block_args(types)
+    args, header = ctx.b.block_args(types + extra_types)
     ctx.push_scope()
     _bind_args(ctx, cond_block.args, args, lays, keep)
     returned = ctx.emit_block(cond_block.nodes) or []
@@ -134,18 +159,176 @@ def while_(node: Node, ctx: PartitionCtx) -> None:
     ctx.b.ret("stablehlo.return", [pred])
     ctx.pop_scope()
     cond_region = header + ctx.b.restore(saved)
-    body_region = _region(
-        ctx, body_block.args, body_block.nodes, node.results, lays, node, keep
-    )
+    # The body, as `_region` writes a region, with the gathered copies.
+    saved = ctx.b.capture()
+    types = [ctx.local_ty(a, lay) for a, lay in zip(body_block.args, lays, strict=True)]
+    args, header = ctx.b.block_args(types + extra_types)
+    ctx.push_scope()
+    _bind_args(ctx, body_block.args, args, lays, keep)
+    copies = args[len(types) :]
+    for (i, inside), copy in zip(hoisted, copies, strict=True):
+        ctx.scope.versions.setdefault(body_block.args[i], []).append((inside, copy))
+    returned = ctx.emit_block(body_block.nodes) or []
+    outs = [
+        ctx.value_reshard(
+            vid, ctx.layout(res), node, f"region result {i}", keep=keep[i]
+        )
+        for i, (vid, res) in enumerate(zip(returned, node.results, strict=True))
+    ]
+    ctx.b.ret("stablehlo.return", outs + list(copies))
+    ctx.pop_scope()
+    body_region = header + ctx.b.restore(saved)
     results = ctx.b.op(
         "stablehlo.while",
-        operands,
-        [ctx.local_ty(r) for r in node.results],
+        operands + extra,
+        [ctx.local_ty(r) for r in node.results] + extra_types,
         {},
         [cond_region, body_region],
     )
-    for vid, value, lay, partial in zip(node.results, results, lays, keep, strict=True):
+    for vid, value, lay, partial in zip(
+        node.results, results, lays, keep, strict=False
+    ):
         ctx.bind_result(vid, value, lay, node, partial)
+
+
+def _gathered_before(
+    ctx: PartitionCtx, node: Node, lays: Sequence[Layout]
+) -> list[tuple[int, Layout]]:
+    """(carry, layout) pairs of the carries to gather before the loop: those
+    the body returns as it got it (a scan's `xs`) and reads with
+    dynamic_slice at a varying start along a split dim (in the body or a
+    function it calls), where one gather of those dims costs less than the
+    all-reduce that assembles each slice, times the trip count of a counted
+    loop (jax's fori_loop and scan; other loops keep their carries as they
+    are). XLA's partitioner gets the same from its collective being loop
+    invariant; on a module already partitioned XLA hoists no collective, so
+    meshjit does. Not under a memory limit: the copy lives through the
+    loop. Says so in a remark."""
+    body = node.regions[1][0]
+    trips = _trip_count(ctx, node)
+    if not body.nodes or ctx.memory is not None or trips is None or trips < 2:
+        return []
+    returned = ctx.graph.node(body.nodes[-1]).operands
+    chosen: list[tuple[int, Layout]] = []
+    for i, arg in enumerate(body.args):
+        lay = lays[i]
+        shape = ctx.graph.value(arg).shape
+        if (
+            i >= len(returned)
+            or returned[i] != arg
+            or not any(lay)
+            or shape is None
+            or ctx.unreduced.get(node.results[i])
+        ):
+            continue
+        dims: set[int] = set()
+        slices: list[tuple[int, ...]] = []
+        for use, operand in _reads(ctx, arg, set(body.nodes)):
+            if use.op != "stablehlo.dynamic_slice" or use.operands[0] != operand:
+                continue
+            sizes = ctx.graph.value(use.results[0]).shape or ()
+            moving = [
+                d
+                for d, start in enumerate(use.operands[1:])
+                if lay[d] and sizes[d] < shape[d] and _constant_int(ctx, start) is None
+            ]
+            if moving:
+                dims.update(moving)
+                slices.append(tuple(sizes))
+        if not dims:
+            continue
+        inside = tuple(() if d in dims else lay[d] for d in range(len(shape)))
+        size = itemsize(ctx.graph.value(arg).dtype)
+        once = reshard_seconds(lay, inside, tuple(shape), size, ctx.mesh, (), ctx.cost)
+        group = math.prod(a.full_size(ctx.mesh) for d in dims for a in lay[d])
+        each = sum(
+            ctx.cost.collective_seconds(
+                "all-reduce", 2 * math.prod(s) * size * (group - 1) // group, group
+            )
+            for s in slices
+        )
+        if once >= each * trips:
+            continue
+        chosen.append((i, inside))
+        ctx.remark(
+            node.loc,
+            f"loop carry {i}, read and never changed, gathered along dim "
+            f"{', '.join(map(str, sorted(dims)))} once before the loop (estimated "
+            f"{once * 1e6:.1f} us) rather than each slice assembled in each of "
+            f"{trips} iterations ({each * trips * 1e6:.1f} us)",
+        )
+    return chosen
+
+
+def _reads(ctx: PartitionCtx, vid: int, nodes: set[int]) -> list[tuple[Node, int]]:
+    """The ops among `nodes` that use `vid`, and the ops of functions they
+    call that use the parameter it is passed as: (op, the value it uses)."""
+    found: list[tuple[Node, int]] = []
+    todo = [(vid, nodes)]
+    seen: set[int] = set()
+    while todo:
+        v, scope = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        for user in ctx.graph.users(v):
+            if user not in scope:
+                continue
+            use = ctx.graph.node(user)
+            found.append((use, v))
+            name = getattr(use.attrs.get("callee"), "name", None)
+            if use.op == "func.call" and name in ctx.graph.symbols:
+                block = ctx.graph.node(ctx.graph.symbols[name]).regions[0][0]
+                for operand, param in zip(use.operands, block.args, strict=False):
+                    if operand == v:
+                        todo.append((param, set(block.nodes)))
+    return found
+
+
+_CONSTANTS = ("stablehlo.constant", "sdy.constant")
+
+
+def _constant_int(ctx: PartitionCtx, vid: int) -> int | None:
+    """The value of a scalar integer constant, else None."""
+    owner = ctx.graph.value(vid).owner
+    if owner < 0 or ctx.graph.node(owner).op not in _CONSTANTS:
+        return None
+    splat = getattr(ctx.graph.node(owner).attrs.get("value"), "splat", None)
+    return splat if isinstance(splat, int) and not isinstance(splat, bool) else None
+
+
+def _trip_count(ctx: PartitionCtx, node: Node) -> int | None:
+    """Iterations of a counted loop (jax's fori_loop and scan): a carry that
+    starts at a constant and grows by 1 each iteration, the condition
+    `carry < constant`; None for other loops."""
+    cond, body = node.regions[0][0], node.regions[1][0]
+    if not cond.nodes or not body.nodes:
+        return None
+    pred = ctx.graph.value(ctx.graph.node(cond.nodes[-1]).operands[0])
+    compare = ctx.graph.node(pred.owner) if pred.owner >= 0 else None
+    if compare is None or compare.op != "stablehlo.compare":
+        return None
+    if "LT" not in compare.attr_text.get("comparison_direction", ""):
+        return None
+    counter, bound = compare.operands
+    if counter not in cond.args:
+        return None
+    k = cond.args.index(counter)
+    step = ctx.graph.value(ctx.graph.node(body.nodes[-1]).operands[k])
+    add = ctx.graph.node(step.owner) if step.owner >= 0 else None
+    if add is None or add.op != "stablehlo.add":
+        return None
+    a, b = add.operands
+    arg = body.args[k]
+    if not (
+        (a == arg and _constant_int(ctx, b) == 1)
+        or (b == arg and _constant_int(ctx, a) == 1)
+    ):
+        return None
+    limit, start = _constant_int(ctx, bound), _constant_int(ctx, node.operands[k])
+    if limit is None or start is None:
+        return None
+    return max(limit - start, 0)
 
 
 def optimization_barrier(node: Node, ctx: PartitionCtx) -> None:

@@ -87,6 +87,10 @@ class FactorLimits:
     # With `uneven`: factors that still split only where their axes divide
     # them (a reversed dim: padded blocks would not mirror into place).
     even: frozenset[int] = frozenset()
+    # Movable factors whose split the handler finishes with one all-reduce
+    # of the results' blocks over the factor's axes (dynamic_slice's pieces
+    # of a slice, summed): priced as such in `factor_cost`.
+    assembled: frozenset[int] = frozenset()
 
     def window(self, factor: int) -> WindowedFactor | None:
         for w in self.windowed:
@@ -474,6 +478,17 @@ def factor_cost(
     for w in limits.windowed:
         if factors[w.factor]:
             total += window_seconds(ctx, node, rule, factors, w, whole)[0]
+    summed = tuple(a for f in sorted(limits.assembled) for a in factors[f])
+    if summed:
+        n = span(summed, ctx.mesh)
+        for vid, t in zip(node.results, rule.results, strict=True):
+            v = ctx.graph.value(vid)
+            if v.shape is not None:
+                local = ctx.local_shape(v.shape, project(t, factors, ctx.mesh))
+                block = math.prod(local) * itemsize(v.dtype)
+                total += ctx.cost.collective_seconds(
+                    "all-reduce", 2 * block * (n - 1) // n, n
+                )
     used = {a for f in factors for a in f}
     ways = math.prod(a.full_size(ctx.mesh) for a in used)
     flops, nbytes = ctx.work(node)

@@ -294,7 +294,10 @@ def dynamic_slice(node: Node, ctx: PartitionCtx) -> None:
     operand = ctx.graph.value(node.operands[0]).shape or ()
     result = ctx.graph.value(node.results[0]).shape or ()
     rule, sliced = split_blocked(rule, [result])
-    lop = prepare(ctx, node, rule, FactorLimits(movable=frozenset(sliced), uneven=True))
+    limits = FactorLimits(
+        movable=frozenset(sliced), uneven=True, assembled=frozenset(sliced)
+    )
+    lop = prepare(ctx, node, rule, limits)
     split = {d: lop.factors[f] for f, d in sliced.items() if lop.factors[f]}
     out_shape = lop.results[0].shape or ()
     if not split:

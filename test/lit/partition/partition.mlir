@@ -212,10 +212,9 @@ sdy.mesh @mesh = <["x"=2, "y"=4]>
 // broadcast_in_dim keeps its dims on local shapes; a batched dot splits its
 // contraction when the operand is sharded there (partial sum, all-reduce);
 // concatenate and pad gather the dim they work along when the result is not
-// split there (windows.mlir has the split cases); dynamic_slice keeps its
-// operand split: each device cuts the part of the slice in its block from its
-// block padded by the slice's size (zeros elsewhere) and an all-reduce of the
-// bit patterns assembles the slice.
+// split there (windows.mlir has the split cases); dynamic_slice cuts its slice
+// from the copy of %a they gathered (no collective of its own; the next case
+// has none to reuse).
 // CHECK-LABEL: func.func public @broadcast_dot_concat_pad_dynamic_slice
 // CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [1] : (tensor<4xf32>) -> tensor<4x4xf32>
 // CHECK: stablehlo.dot_general {{.*}}, batching_dims = [0] x [0], contracting_dims = [1] x [1] : (tensor<4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4xf32>
@@ -223,12 +222,9 @@ sdy.mesh @mesh = <["x"=2, "y"=4]>
 // CHECK: %[[G:.*]] = "stablehlo.all_gather"(%arg{{[0-9]+}}) <{all_gather_dim = 1 : i64
 // CHECK: stablehlo.concatenate %[[G]], %[[G]], dim = 1 : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x32xf32>
 // CHECK: stablehlo.pad %[[G]], %{{.*}}, low = [0, 1], high = [0, 3], interior = [0, 0] : (tensor<4x16xf32>, tensor<f32>) -> tensor<4x20xf32>
-// CHECK: %[[P:.*]] = stablehlo.pad %arg{{[0-9]+}}, %{{.*}}, low = [0, 4], high = [0, 4], interior = [0, 0] : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x12xf32>
-// CHECK: %[[CUT:.*]] = stablehlo.dynamic_slice %[[P]], %{{.*}}, %{{.*}}, sizes = [4, 4] : (tensor<4x12xf32>, tensor<i32>, tensor<i32>) -> tensor<4x4xf32>
-// CHECK: %[[MINE:.*]] = stablehlo.select %{{.*}}, %[[CUT]], %{{.*}} : tensor<4x4xi1>, tensor<4x4xf32>
-// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %[[MINE]] : (tensor<4x4xf32>) -> tensor<4x4xi32>
-// CHECK: "stablehlo.all_reduce"(%[[BITS]]) {{.*}}replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]>
-// CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<4x4xi32>) -> tensor<4x4xf32>
+// CHECK-NOT: all_reduce
+// CHECK: stablehlo.dynamic_slice %[[G]], %{{.*}}, %{{.*}}, sizes = [4, 4] : (tensor<4x16xf32>, tensor<i32>, tensor<i32>) -> tensor<4x4xf32>
+// CHECK-NEXT: sdy.return
 func.func public @broadcast_dot_concat_pad_dynamic_slice(%a: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, %v: tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}]>}, %b: tensor<8x16x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}, {}]>}, %i: tensor<i32>) -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, tensor<8x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, tensor<8x20xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
   %0 = stablehlo.broadcast_in_dim %v, dims = [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : (tensor<16xf32>) -> tensor<8x16xf32>
   %1 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [1] x [1] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<8x16xf32>, tensor<8x16x4xf32>) -> tensor<8x4xf32>
@@ -238,6 +234,26 @@ func.func public @broadcast_dot_concat_pad_dynamic_slice(%a: tensor<8x16xf32> {s
   %c0 = stablehlo.constant dense<0> : tensor<i32>
   %4 = stablehlo.dynamic_slice %a, %c0, %i, sizes = [8, 4] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<8x16xf32>, tensor<i32>, tensor<i32>) -> tensor<8x4xf32>
   return %0, %1, %2, %3, %4 : tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x32xf32>, tensor<8x20xf32>, tensor<8x4xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=2, "y"=4]>
+// dynamic_slice keeps its operand split where the slice is small beside it:
+// each device cuts the part of the slice in its block from its block padded
+// by the slice's size (zeros elsewhere) and an all-reduce of the bit
+// patterns assembles the slice (cheaper than gathering the 64 columns).
+// CHECK-LABEL: func.func public @dynamic_slice_assembles_the_pieces
+// CHECK-NOT: all_gather
+// CHECK: %[[P:.*]] = stablehlo.pad %arg{{[0-9]+}}, %{{.*}}, low = [0, 4], high = [0, 4], interior = [0, 0] : (tensor<4x16xf32>, tensor<f32>) -> tensor<4x24xf32>
+// CHECK: %[[CUT:.*]] = stablehlo.dynamic_slice %[[P]], %{{.*}}, %{{.*}}, sizes = [4, 4] : (tensor<4x24xf32>, tensor<i32>, tensor<i32>) -> tensor<4x4xf32>
+// CHECK: %[[MINE:.*]] = stablehlo.select %{{.*}}, %[[CUT]], %{{.*}} : tensor<4x4xi1>, tensor<4x4xf32>
+// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %[[MINE]] : (tensor<4x4xf32>) -> tensor<4x4xi32>
+// CHECK: "stablehlo.all_reduce"(%[[BITS]]) {{.*}}replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]>
+// CHECK: stablehlo.bitcast_convert %{{.*}} : (tensor<4x4xi32>) -> tensor<4x4xf32>
+func.func public @dynamic_slice_assembles_the_pieces(%a: tensor<8x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}, %i: tensor<i32>) -> (tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %0 = stablehlo.dynamic_slice %a, %c0, %i, sizes = [8, 4] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<8x64xf32>, tensor<i32>, tensor<i32>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
 }
 
 // -----
@@ -336,4 +352,38 @@ func.func public @argmax_of_split_rows(%arg0: tensor<16x8xbf16> {sdy.sharding = 
     stablehlo.return %9, %10 : tensor<bf16>, tensor<i32>
   }
   return %1#1 : tensor<8xi32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=8]>
+// A counted loop (16 iterations) reads one row of a split carry it never
+// changes, as a scan reads its xs: the carry is gathered once before the loop
+// and passed in as one more carry, and the body slices that copy; assembling
+// each row would be an all-reduce in every iteration.
+// CHECK-LABEL: func.func public @scan_reads_rows_of_a_split_carry
+// CHECK: %[[G:.*]] = "stablehlo.all_gather"(%arg1) <{all_gather_dim = 0 : i64
+// CHECK-SAME: (tensor<2x4xf32>) -> tensor<16x4xf32>
+// CHECK: stablehlo.while(%[[X:.*]] = %arg1, %[[I:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}, %[[COPY:.*]] = %[[G]]) : tensor<2x4xf32>, tensor<i32>, tensor<4xf32>, tensor<16x4xf32>
+// CHECK: } do {
+// CHECK-NOT: all_reduce
+// CHECK: stablehlo.dynamic_slice %[[COPY]], %[[I]], %{{.*}}, sizes = [1, 4] : (tensor<16x4xf32>, tensor<i32>, tensor<i32>) -> tensor<1x4xf32>
+// CHECK: stablehlo.return %[[X]], %{{.*}}, %{{.*}}, %[[COPY]]
+func.func public @scan_reads_rows_of_a_split_carry(%xs: tensor<16x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %zero = stablehlo.constant dense<0.0> : tensor<4xf32>
+  %r:3 = stablehlo.while(%x = %xs, %i = %c0, %acc = %zero) : tensor<16x4xf32>, tensor<i32>, tensor<4xf32> attributes {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>, <@mesh, []>, <@mesh, [{}]>]>}
+  cond {
+    %n = stablehlo.constant dense<16> : tensor<i32>
+    %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %z = stablehlo.constant dense<0> : tensor<i32>
+    %row = stablehlo.dynamic_slice %x, %i, %z, sizes = [1, 4] : (tensor<16x4xf32>, tensor<i32>, tensor<i32>) -> tensor<1x4xf32>
+    %v = stablehlo.reshape %row : (tensor<1x4xf32>) -> tensor<4xf32>
+    %s = stablehlo.add %acc, %v : tensor<4xf32>
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %j = stablehlo.add %i, %one : tensor<i32>
+    stablehlo.return %x, %j, %s : tensor<16x4xf32>, tensor<i32>, tensor<4xf32>
+  }
+  return %r#2 : tensor<4xf32>
 }
