@@ -11,7 +11,7 @@ from meshjit.compiler.graph import Node, Opaque
 from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.sdy_text import parse_sharding_per_value
 from meshjit.dialects.sharding import TensorSharding
-from meshjit.passes.partitioner.builder import Val, itemsize
+from meshjit.passes.partitioner.builder import Ty, Val, itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.cost import reshard_seconds
 from meshjit.passes.partitioner.layouts import layout_of, unreduced_of
@@ -87,17 +87,24 @@ def _region(
     arg_layouts: Sequence[Layout],
     node: Node,
     keep: Sequence[DimAxes],
+    copies: Sequence[tuple[int, Layout, Ty]] = (),
 ) -> list[str]:
     """A partitioned region whose terminator returns values laid out like
     `results` (the op's results), partial sums over `keep[i]` where the
-    results are declared unreduced (block arguments too: a loop carry)."""
+    results are declared unreduced (block arguments too: a loop carry).
+    `copies` (block argument index, layout, local type): more block
+    arguments after them, each another copy of that argument's value in that
+    layout (a loop carry gathered before the loop), returned as they came."""
     saved = ctx.b.capture()
     types = [
         ctx.local_ty(a, lay) for a, lay in zip(block_args, arg_layouts, strict=True)
     ]
-    args, header = ctx.b.block_args(types)
+    args, header = ctx.b.block_args(types + [ty for _, _, ty in copies])
     ctx.push_scope()
     _bind_args(ctx, block_args, args, arg_layouts, keep)
+    more = args[len(types) :]
+    for (i, lay, _), copy in zip(copies, more, strict=True):
+        ctx.scope.versions.setdefault(block_args[i], []).append((lay, copy))
     returned = ctx.emit_block(nodes) or []
     outs = [
         ctx.value_reshard(
@@ -105,7 +112,7 @@ def _region(
         )
         for i, (vid, res) in enumerate(zip(returned, results, strict=True))
     ]
-    ctx.b.ret("stablehlo.return", outs)
+    ctx.b.ret("stablehlo.return", outs + more)
     ctx.pop_scope()
     return header + ctx.b.restore(saved)
 
@@ -159,25 +166,10 @@ def while_(node: Node, ctx: PartitionCtx) -> None:
     ctx.b.ret("stablehlo.return", [pred])
     ctx.pop_scope()
     cond_region = header + ctx.b.restore(saved)
-    # The body, as `_region` writes a region, with the gathered copies.
-    saved = ctx.b.capture()
-    types = [ctx.local_ty(a, lay) for a, lay in zip(body_block.args, lays, strict=True)]
-    args, header = ctx.b.block_args(types + extra_types)
-    ctx.push_scope()
-    _bind_args(ctx, body_block.args, args, lays, keep)
-    copies = args[len(types) :]
-    for (i, inside), copy in zip(hoisted, copies, strict=True):
-        ctx.scope.versions.setdefault(body_block.args[i], []).append((inside, copy))
-    returned = ctx.emit_block(body_block.nodes) or []
-    outs = [
-        ctx.value_reshard(
-            vid, ctx.layout(res), node, f"region result {i}", keep=keep[i]
-        )
-        for i, (vid, res) in enumerate(zip(returned, node.results, strict=True))
-    ]
-    ctx.b.ret("stablehlo.return", outs + list(copies))
-    ctx.pop_scope()
-    body_region = header + ctx.b.restore(saved)
+    copies = [(i, inside, e.ty) for (i, inside), e in zip(hoisted, extra, strict=True)]
+    body_region = _region(
+        ctx, body_block.args, body_block.nodes, node.results, lays, node, keep, copies
+    )
     results = ctx.b.op(
         "stablehlo.while",
         operands + extra,
