@@ -291,8 +291,8 @@ def _constant_int(ctx: PartitionCtx, vid: int) -> int | None:
 
 def _trip_count(ctx: PartitionCtx, node: Node) -> int | None:
     """Iterations of a counted loop (jax's fori_loop and scan): a carry that
-    starts at a constant and grows by 1 each iteration, the condition
-    `carry < constant`; None for other loops."""
+    starts at a constant and grows by a positive constant each iteration,
+    the condition `carry < constant`; None for other loops."""
     cond, body = node.regions[0][0], node.regions[1][0]
     if not cond.nodes or not body.nodes:
         return None
@@ -312,15 +312,17 @@ def _trip_count(ctx: PartitionCtx, node: Node) -> int | None:
         return None
     a, b = add.operands
     arg = body.args[k]
-    if not (
-        (a == arg and _constant_int(ctx, b) == 1)
-        or (b == arg and _constant_int(ctx, a) == 1)
-    ):
-        return None
+    by = (
+        _constant_int(ctx, b)
+        if a == arg
+        else _constant_int(ctx, a)
+        if b == arg
+        else None
+    )
     limit, start = _constant_int(ctx, bound), _constant_int(ctx, node.operands[k])
-    if limit is None or start is None:
+    if by is None or by <= 0 or limit is None or start is None:
         return None
-    return max(limit - start, 0)
+    return max(-(-(limit - start) // by), 0)
 
 
 def optimization_barrier(node: Node, ctx: PartitionCtx) -> None:
