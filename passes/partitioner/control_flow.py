@@ -147,7 +147,7 @@ def while_(node: Node, ctx: PartitionCtx) -> None:
         ctx.value_reshard(v, lay, node, f"operand {i}", keep=keep[i])
         for i, (v, lay) in enumerate(zip(node.operands, lays, strict=True))
     ]
-    hoisted = _gathered_before(ctx, node, lays)
+    hoisted = _gathered_before(ctx, node, lays, keep)
     extra = [
         ctx.value_reshard(node.operands[i], inside, node, f"operand {i} (gathered)")
         for i, inside in hoisted
@@ -184,7 +184,7 @@ def while_(node: Node, ctx: PartitionCtx) -> None:
 
 
 def _gathered_before(
-    ctx: PartitionCtx, node: Node, lays: Sequence[Layout]
+    ctx: PartitionCtx, node: Node, lays: Sequence[Layout], keep: Sequence[DimAxes]
 ) -> list[tuple[int, Layout]]:
     """(carry, layout) pairs of the carries to gather before the loop: those
     the body returns as it got it (a scan's `xs`) and reads with
@@ -195,7 +195,8 @@ def _gathered_before(
     are). XLA's partitioner gets the same from its collective being loop
     invariant; on a module already partitioned XLA hoists no collective, so
     meshjit does. Not under a memory limit: the copy lives through the
-    loop. Says so in a remark."""
+    loop; not for a carry that stays a partial sum (`keep`). Says so in a
+    remark."""
     body = node.regions[1][0]
     trips = _trip_count(ctx, node)
     if not body.nodes or ctx.memory is not None or trips is None or trips < 2:
@@ -210,7 +211,7 @@ def _gathered_before(
             or returned[i] != arg
             or not any(lay)
             or shape is None
-            or ctx.unreduced.get(node.results[i])
+            or keep[i]
         ):
             continue
         dims: set[int] = set()
