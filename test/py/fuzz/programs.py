@@ -694,7 +694,21 @@ class _Builder:
         a = self.pick()
         n = self.draw(st.integers(1, 3))
         sa = self.shape(a)
-        kind = self.draw(st.sampled_from(["fori", "while", "dot"]))
+        kind = self.draw(st.sampled_from(["fori", "while", "dot", "scan"]))
+        if kind == "scan" and sa:
+            # over dim 0 (split or not): jax passes xs as a loop carry the
+            # body reads one slice of per iteration
+            if self.dtype == I32:
+                step, exact = "(c ^ x) + 1", True
+            else:
+                step, exact = "c * 0.5 + x * 0.5", False
+            reverse = self.draw(st.booleans())
+            expr = (
+                f"jax.lax.scan(lambda c, x: ({step}, c), jnp.zeros_like(v{a}[0]), "
+                f"v{a}, reverse={reverse})[1]"
+            )
+            self.emit(expr, [a], exact)
+            return
         if self.dtype == I32:
             body = self.draw(st.sampled_from(["c * 3 + 1", "c ^ (c >> 1)"]))
             exact = True
