@@ -671,7 +671,7 @@ class PartitionCtx:
             if not self.graph.value(node.operands[0]).shape:
                 return self.recomputable(node.operands[0], depth)
             return depth > 0 and self.recomputable(node.operands[0], depth - 1)
-        if node.op in ("stablehlo.constant", "sdy.constant"):
+        if node.op in CONSTANT_OPS:
             value = node.attrs.get("value")
             return isinstance(value, DenseElements) and value.splat is not None
         if depth > 0 and _pointwise(node):
@@ -1096,7 +1096,7 @@ class PartitionCtx:
         node = self.graph.node(owner)
         if node.op == "stablehlo.broadcast_in_dim":
             return self.sum_fixed_point(node.operands[0])
-        if node.op not in ("stablehlo.constant", "sdy.constant"):
+        if node.op not in CONSTANT_OPS:
             return False
         value = node.attrs.get("value")
         if not isinstance(value, DenseElements) or value.values is not None:
@@ -1305,6 +1305,8 @@ def op_work(graph: Graph, node: Node) -> tuple[float, float]:
 
 
 _SLICES = frozenset({"stablehlo.dynamic_slice"})
+# A constant as jax writes it, and as Shardy's import rewrites it.
+CONSTANT_OPS = ("stablehlo.constant", "sdy.constant")
 
 
 def efficiency(node: Node) -> Efficiency:

@@ -3,7 +3,6 @@ layouts), and shard_map bodies (sdy.manual_computation)."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 
@@ -12,8 +11,8 @@ from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.sdy_text import parse_sharding_per_value
 from meshjit.dialects.sharding import TensorSharding
 from meshjit.passes.partitioner.builder import Ty, Val, itemsize
-from meshjit.passes.partitioner.context import PartitionCtx
-from meshjit.passes.partitioner.cost import reshard_seconds
+from meshjit.passes.partitioner.context import CONSTANT_OPS, PartitionCtx
+from meshjit.passes.partitioner.cost import pieces_sum_seconds, reshard_seconds
 from meshjit.passes.partitioner.layouts import layout_of, unreduced_of
 from meshjit.passes.partitioner.report import PartitionFailure
 
@@ -233,12 +232,9 @@ def _gathered_before(
         inside = tuple(() if d in dims else lay[d] for d in range(len(shape)))
         size = itemsize(ctx.graph.value(arg).dtype)
         once = reshard_seconds(lay, inside, tuple(shape), size, ctx.mesh, (), ctx.cost)
-        group = math.prod(a.full_size(ctx.mesh) for d in dims for a in lay[d])
+        axes = tuple(a for d in sorted(dims) for a in lay[d])
         each = sum(
-            ctx.cost.collective_seconds(
-                "all-reduce", 2 * math.prod(s) * size * (group - 1) // group, group
-            )
-            for s in slices
+            pieces_sum_seconds(ctx.cost, s, size, axes, ctx.mesh) for s in slices
         )
         if once >= each * trips:
             continue
@@ -278,13 +274,10 @@ def _reads(ctx: PartitionCtx, vid: int, nodes: set[int]) -> list[tuple[Node, int
     return found
 
 
-_CONSTANTS = ("stablehlo.constant", "sdy.constant")
-
-
 def _constant_int(ctx: PartitionCtx, vid: int) -> int | None:
     """The value of a scalar integer constant, else None."""
     owner = ctx.graph.value(vid).owner
-    if owner < 0 or ctx.graph.node(owner).op not in _CONSTANTS:
+    if owner < 0 or ctx.graph.node(owner).op not in CONSTANT_OPS:
         return None
     splat = getattr(ctx.graph.node(owner).attrs.get("value"), "splat", None)
     return splat if isinstance(splat, int) and not isinstance(splat, bool) else None

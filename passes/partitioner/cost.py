@@ -323,6 +323,21 @@ def reshard_seconds(
     return total
 
 
+def pieces_sum_seconds(
+    cost: CostModel,
+    local: Sequence[int],
+    itemsize: int,
+    axes: DimAxes,
+    mesh: MeshModel,
+) -> float:
+    """Estimated seconds of one all-reduce over `axes` of a block of shape
+    `local`: pieces that are zero but on the device holding each element,
+    summed (dynamic_slice's slice of a split operand)."""
+    nbytes = step_bytes(AllReduce(tuple(axes)), local, itemsize, mesh)
+    group = math.prod(a.full_size(mesh) for a in axes)
+    return cost.collective_seconds("all-reduce", nbytes, group)
+
+
 def sums_gather(size: int, block: int, count: int, still_split: bool) -> bool:
     """Whether an all-gather making a dim of `size` whole from `count` blocks
     of `block` positions (padding included) is written as a sum instead

@@ -20,7 +20,12 @@ from meshjit.dialects.sharding import AxisRef
 from meshjit.dialects.stablehlo_rules import REDUCIBLE_COMBINERS
 from meshjit.passes.partitioner.builder import itemsize
 from meshjit.passes.partitioner.context import PartitionCtx, efficiency
-from meshjit.passes.partitioner.cost import PLAIN, CostModel, reshard_seconds
+from meshjit.passes.partitioner.cost import (
+    PLAIN,
+    CostModel,
+    pieces_sum_seconds,
+    reshard_seconds,
+)
 from meshjit.passes.partitioner.halo import (
     JointChoice,
     Window,
@@ -480,14 +485,12 @@ def factor_cost(
             total += window_seconds(ctx, node, rule, factors, w, whole)[0]
     summed = tuple(a for f in sorted(limits.assembled) for a in factors[f])
     if summed:
-        n = span(summed, ctx.mesh)
         for vid, t in zip(node.results, rule.results, strict=True):
             v = ctx.graph.value(vid)
             if v.shape is not None:
                 local = ctx.local_shape(v.shape, project(t, factors, ctx.mesh))
-                block = math.prod(local) * itemsize(v.dtype)
-                total += ctx.cost.collective_seconds(
-                    "all-reduce", 2 * block * (n - 1) // n, n
+                total += pieces_sum_seconds(
+                    ctx.cost, local, itemsize(v.dtype), summed, ctx.mesh
                 )
     used = {a for f in factors for a in f}
     ways = math.prod(a.full_size(ctx.mesh) for a in used)
