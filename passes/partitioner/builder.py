@@ -459,6 +459,15 @@ class Builder:
             },
         )
 
+    def transpose(self, a: Val, perm: Sequence[int]) -> Val:
+        shape = [(a.ty.shape or ())[p] for p in perm]
+        return self.op1(
+            "stablehlo.transpose",
+            [a],
+            a.ty.with_shape(shape),
+            {"permutation": i64_array(perm)},
+        )
+
     def all_to_all(
         self,
         a: Val,
@@ -468,18 +477,41 @@ class Builder:
         groups: str,
         result: Ty,
     ) -> Val:
-        return self.op1(
+        """`split_dim` cut in `count` pieces, piece i sent to the group's i-th
+        device, the pieces received laid side by side along `concat_dim`.
+
+        Written as XLA's partitioner writes it: the pieces get a dim of
+        their own (`count` long, before `split_dim`), the all-to-all splits
+        and concatenates along that one dim, and a transpose and reshape put
+        the received pieces along `concat_dim`. XLA's CPU pipeline turns an
+        all-to-all into one piece per device; with split and concat dims
+        apart it then assembles them with a concatenate of its own, a
+        kernel per all-to-all that the one-dim form lets XLA fuse into the
+        consumer."""
+        assert split_dim != concat_dim, "an all-to-all that moves nothing"
+        shape = list(a.ty.shape or ())
+        piece = shape[split_dim] // count
+        grouped = [*shape[:split_dim], count, piece, *shape[split_dim + 1 :]]
+        g = self.reshape(a, grouped)
+        moved = self.op1(
             "stablehlo.all_to_all",
-            [a],
-            result,
+            [g],
+            g.ty,
             {
                 "split_dimension": f"{split_dim} : i64",
-                "concat_dimension": f"{concat_dim} : i64",
+                "concat_dimension": f"{split_dim} : i64",
                 "split_count": f"{count} : i64",
                 "replica_groups": groups,
                 "channel_handle": self.channel_handle(),
             },
         )
+        # The group dim now says which device a piece came from: put it
+        # just before concat_dim (its index in `grouped`) and merge the two.
+        target = concat_dim + (1 if concat_dim > split_dim else 0)
+        order = [d for d in range(len(grouped)) if d != split_dim]
+        at = order.index(target)
+        perm = [*order[:at], split_dim, *order[at:]]
+        return self.reshape(self.transpose(moved, perm), list(result.shape or ()))
 
     def collective_permute(self, a: Val, pairs: Sequence[tuple[int, int]]) -> Val:
         """Each (source, target) pair sends the source's `a` to the target; a

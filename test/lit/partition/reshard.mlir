@@ -38,14 +38,36 @@ func.func public @gather_order_follows_the_dim_not_the_mesh(%a: tensor<8x16xf32>
 // -----
 sdy.mesh @mesh = <["x"=8]>
 // Moving an axis between dims is one all-to-all, never a gather then a slice.
+// Written as XLA's partitioner writes it (XLA's CPU pipeline fuses its
+// pieces into the consumer): the pieces of dim 1 get a dim of their own, the
+// all-to-all splits and concatenates along it, and a transpose puts the
+// pieces received (one per source device) before dim 0.
 // CHECK-LABEL: func.func public @all_to_all_moves_an_axis_between_dims
-// CHECK: "stablehlo.all_to_all"
-// CHECK-SAME: concat_dimension = 0 : i64
+// CHECK: %[[G:.*]] = stablehlo.reshape %{{.*}} : (tensor<1x16xf32>) -> tensor<1x8x2xf32>
+// CHECK: %[[M:.*]] = "stablehlo.all_to_all"(%[[G]])
+// CHECK-SAME: concat_dimension = 1 : i64
 // CHECK-SAME: split_count = 8 : i64, split_dimension = 1 : i64
-// CHECK-SAME: (tensor<1x16xf32>) -> tensor<8x2xf32>
+// CHECK-SAME: (tensor<1x8x2xf32>) -> tensor<1x8x2xf32>
+// CHECK: %[[T:.*]] = stablehlo.transpose %[[M]], dims = [1, 0, 2] : (tensor<1x8x2xf32>) -> tensor<8x1x2xf32>
+// CHECK: stablehlo.reshape %[[T]] : (tensor<8x1x2xf32>) -> tensor<8x2xf32>
 // CHECK-NOT: all_gather
 func.func public @all_to_all_moves_an_axis_between_dims(%a: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) {
   return %a : tensor<8x16xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// Moving the axis to an earlier dim across another: the received pieces
+// (group dim 0 after the all-to-all) go just before the last dim's block.
+// CHECK-LABEL: func.func public @all_to_all_moves_an_axis_to_an_earlier_dim
+// CHECK: %[[G:.*]] = stablehlo.reshape %{{.*}} : (tensor<8x3x4xf32>) -> tensor<4x2x3x4xf32>
+// CHECK: %[[M:.*]] = "stablehlo.all_to_all"(%[[G]])
+// CHECK-SAME: concat_dimension = 0 : i64
+// CHECK-SAME: split_count = 4 : i64, split_dimension = 0 : i64
+// CHECK: %[[T:.*]] = stablehlo.transpose %[[M]], dims = [1, 2, 0, 3] : (tensor<4x2x3x4xf32>) -> tensor<2x3x4x4xf32>
+// CHECK: stablehlo.reshape %[[T]] : (tensor<2x3x4x4xf32>) -> tensor<2x3x16xf32>
+func.func public @all_to_all_moves_an_axis_to_an_earlier_dim(%a: tensor<8x3x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}, {"x"}]>}) -> (tensor<8x3x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}, {}]>}) {
+  return %a : tensor<8x3x16xf32>
 }
 
 // -----
