@@ -4,6 +4,13 @@ Handlers build ops through `Builder`; every SSA value they hold is a `Val`
 (name and type), so no handler spells a type, an attribute or an op in text.
 Ops are written in MLIR's generic form; the module is parsed and printed once
 the whole body is built.
+
+The builder writes each distinct pure op once per region (`Builder.op`): an op
+with the same name, operands, attributes, result types and regions as one
+written earlier in the region returns that op's results. Handlers then never
+duplicate work between them (a batch norm's variance recomputing its mean: one
+local sum, and the partial sum reduced once), and a reshard of a value reduced
+or gathered already reuses the collective (`PartitionCtx.emit_step`).
 """
 
 from __future__ import annotations
@@ -127,6 +134,50 @@ def groups_attr(groups: Sequence[Sequence[int]]) -> str:
     return f"dense<[{rows}]> : tensor<{len(groups)}x{len(groups[0])}xi64>"
 
 
+# Ops the builder never shares between two emissions: effects, random bits,
+# barriers, ops with bodies of arbitrary ops, and collectives (each has a
+# channel of its own; `PartitionCtx.emit_step` shares reshards instead).
+_NOT_SHARED = frozenset(
+    {
+        "stablehlo.custom_call",
+        "stablehlo.rng",
+        "stablehlo.rng_bit_generator",
+        "stablehlo.optimization_barrier",
+        "stablehlo.infeed",
+        "stablehlo.outfeed",
+        "stablehlo.send",
+        "stablehlo.recv",
+        "stablehlo.after_all",
+        "stablehlo.create_token",
+        "stablehlo.while",
+        "stablehlo.if",
+        "stablehlo.case",
+        "func.call",
+    }
+)
+_NAME = re.compile(r"%v\d+")
+_DEFINED = re.compile(r"^\s*(%v\d+)(?::\d+)? = ")
+
+
+def canonical_region(lines: Sequence[str]) -> str:
+    """A region's text with the names it defines (block arguments, results)
+    numbered in order of definition: two regions written alike compare equal
+    though each got fresh names; names from outside the region are kept."""
+    mapping: dict[str, str] = {}
+    for line in lines:
+        if line.lstrip().startswith("^"):
+            names = _NAME.findall(line)
+        else:
+            m = _DEFINED.match(line)
+            names = [m.group(1)] if m else []
+        for name in names:
+            mapping.setdefault(name, f"%r{len(mapping)}")
+    return _NAME.sub(lambda m: mapping.get(m.group(0), m.group(0)), "\n".join(lines))
+
+
+Saved = tuple[list[str], int, dict[tuple[object, ...], list["Val"]]]
+
+
 class Builder:
     """Appends ops, in generic form, to the lines of the region being built."""
 
@@ -135,6 +186,8 @@ class Builder:
         self.indent = indent
         self.counter = 0
         self.channel = 0
+        # The pure ops written in the region being built, by what they are.
+        self.written: dict[tuple[object, ...], list[Val]] = {}
 
     # -- names and regions ---------------------------------------------------
 
@@ -145,16 +198,19 @@ class Builder:
     def line(self, text: str) -> None:
         self.lines.append("  " * self.indent + text)
 
-    def capture(self) -> tuple[list[str], int]:
-        """Starts writing a region body elsewhere; `restore` returns it."""
-        saved = (self.lines, self.indent)
+    def capture(self) -> Saved:
+        """Starts writing a region body elsewhere; `restore` returns it. The
+        region shares no op with the one around it (its values would not
+        dominate there; nor are values from outside reused inside)."""
+        saved = (self.lines, self.indent, self.written)
         self.lines = []
         self.indent = 1
+        self.written = {}
         return saved
 
-    def restore(self, saved: tuple[list[str], int]) -> list[str]:
+    def restore(self, saved: Saved) -> list[str]:
         body = self.lines
-        self.lines, self.indent = saved
+        self.lines, self.indent, self.written = saved
         return body
 
     def block_args(self, types: Sequence[Ty]) -> tuple[list[Val], list[str]]:
@@ -177,8 +233,23 @@ class Builder:
         attrs: Mapping[str, str] | None = None,
         regions: Sequence[list[str]] = (),
     ) -> list[Val]:
-        """Emits one op; returns its results. An attribute whose value is ""
-        is a unit attribute (`use_global_device_ids`)."""
+        """Emits one op; returns its results: those of the same op written
+        earlier in this region where there is one (module docstring). An
+        attribute whose value is "" is a unit attribute
+        (`use_global_device_ids`)."""
+        key: tuple[object, ...] | None = None
+        attrs = attrs or {}
+        if results and name not in _NOT_SHARED and "channel_handle" not in attrs:
+            key = (
+                name,
+                tuple(operands),
+                tuple(results),
+                tuple(attrs.items()),
+                tuple(canonical_region(r) for r in regions),
+            )
+            earlier = self.written.get(key)
+            if earlier is not None:
+                return list(earlier)
         base = self.fresh() if results else ""
         n = len(results)
         names = [base] if n == 1 else [f"{base}#{i}" for i in range(n)]
@@ -196,7 +267,10 @@ class Builder:
         text += f" : ({ins}) -> ({outs})"
         for piece in text.split("\n"):
             self.line(piece)
-        return [Val(nm, t) for nm, t in zip(names, results, strict=True)]
+        vals = [Val(nm, t) for nm, t in zip(names, results, strict=True)]
+        if key is not None:
+            self.written[key] = vals
+        return vals
 
     def op1(
         self,

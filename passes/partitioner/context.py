@@ -479,6 +479,30 @@ class PartitionCtx:
         why: tuple[str, SourceLoc, str],
         combiner: str,
     ) -> Val:
+        # The same step of the same value in this region was emitted (and
+        # recorded) already: its result is reused, no second collective.
+        # Not under a memory limit, whose plan may let a copy go and make it
+        # again where it is read.
+        if self.memory is not None:
+            return self._emit_step(a, shape, cur, step, why, combiner)
+        key = ("reshard", a, tuple(shape), tuple(map(tuple, cur)), step, combiner)
+        earlier = self.b.written.get(key)
+        if earlier is not None:
+            apply_step(cur, step)
+            return earlier[0]
+        out = self._emit_step(a, shape, cur, step, why, combiner)
+        self.b.written[key] = [out]
+        return out
+
+    def _emit_step(
+        self,
+        a: Val,
+        shape: Sequence[int],
+        cur: list[list[AxisRef]],
+        step: Step,
+        why: tuple[str, SourceLoc, str],
+        combiner: str,
+    ) -> Val:
         dtype = a.ty.dtype
         local_before = self.local_shape(shape, tuple(tuple(d) for d in cur))
         apply_step(cur, step)  # `cur` is now the layout after the step

@@ -21,12 +21,14 @@ sdy.mesh @mesh = <["x"=2, "y"=4]>
 // key, in one collective; the same map turns the result back.
 // CHECK-LABEL: func.func public @reduce_max_over_sharded_dim
 // CHECK: %[[LOCAL:.*]] = stablehlo.reduce({{.*}}) applies stablehlo.maximum across dimensions = [1] : (tensor<4x4xf32>, tensor<f32>) -> tensor<4xf32>
+// (The flip mask and NaN's key are one constant: the builder writes an op
+// once per region.)
 // CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %[[LOCAL]] : (tensor<4xf32>) -> tensor<4xi32>
+// CHECK: %[[TOP:.*]] = stablehlo.constant dense<2147483647> : tensor<4xi32>
 // CHECK: %[[NEG:.*]] = stablehlo.compare LT, %[[BITS]]
-// CHECK: %[[FLIP:.*]] = stablehlo.xor %[[BITS]]
+// CHECK: %[[FLIP:.*]] = stablehlo.xor %[[BITS]], %[[TOP]]
 // CHECK: %[[KEY:.*]] = stablehlo.select %[[NEG]], %[[FLIP]], %[[BITS]]
 // CHECK: %[[IS_NAN:.*]] = stablehlo.compare NE, %[[LOCAL]], %[[LOCAL]]
-// CHECK: %[[TOP:.*]] = stablehlo.constant dense<2147483647> : tensor<4xi32>
 // CHECK: %[[NKEY:.*]] = stablehlo.select %[[IS_NAN]], %[[TOP]], %[[KEY]]
 // CHECK: %[[MAX:.*]] = "stablehlo.all_reduce"(%[[NKEY]])
 // CHECK-SAME: replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]>
