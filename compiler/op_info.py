@@ -44,13 +44,18 @@ def _attrs(node: Node) -> Mapping[str, object]:
     return MappingProxyType(attrs)
 
 
+# StableHLO's constant and Shardy's (what `sdy-import` and
+# `propagate{split-constants=true}` write): both hold the value as `value`.
+_CONSTANTS = ("stablehlo.constant", "sdy.constant")
+
+
 def _scalar_constants(graph: Graph, node: Node) -> list[tuple[int, int | float | bool]]:
     """(index, value) of each operand a scalar splat constant defines."""
     out: list[tuple[int, int | float | bool]] = []
     values, nodes = graph.values, graph.nodes
     for i, vid in enumerate(node.operands):
         owner = values[vid].owner
-        if owner < 0 or nodes[owner].op != "stablehlo.constant":
+        if owner < 0 or nodes[owner].op not in _CONSTANTS:
             continue
         value = nodes[owner].attrs.get("value")
         if (

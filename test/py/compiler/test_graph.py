@@ -213,3 +213,28 @@ def test_rebuilding_the_module_drops_the_session_graph(features_text: str) -> No
     assert read_graph(module, "features.mlir") is not read_graph(
         module, "features.mlir"
     )
+
+
+@pytest.mark.parametrize("constant", ["stablehlo.constant", "sdy.constant"])
+def test_scalar_constant_operands_of_either_dialect(constant: str) -> None:
+    """A rule sees a scalar constant operand (a constant start index keeps a
+    dynamic_update_slice's dim passing through) whether StableHLO or Shardy
+    (after `sdy-import`) wrote the constant."""
+    from meshjit.compiler.op_info import op_info
+
+    text = f"""
+    sdy.mesh @mesh = <["x"=2]>
+    func.func @f(%a: tensor<8x4xf32>, %u: tensor<2x4xf32>) -> tensor<8x4xf32> {{
+      %i = {constant} dense<2> : tensor<i32>
+      %j = {constant} dense<0> : tensor<i32>
+      %0 = stablehlo.dynamic_update_slice %a, %u, %i, %j
+        : (tensor<8x4xf32>, tensor<2x4xf32>, tensor<i32>, tensor<i32>)
+        -> tensor<8x4xf32>
+      return %0 : tensor<8x4xf32>
+    }}
+    """
+    graph = read_graph(parse_module(text, make_context()))
+    node = next(n for n in graph.nodes if n.op == "stablehlo.dynamic_update_slice")
+    info = op_info(graph, node)
+    assert info is not None
+    assert dict(info.constant_operands) == {2: 2, 3: 0}
