@@ -153,6 +153,12 @@ _NOT_SHARED = frozenset(
         "stablehlo.if",
         "stablehlo.case",
         "func.call",
+        "stablehlo.all_reduce",
+        "stablehlo.all_gather",
+        "stablehlo.all_to_all",
+        "stablehlo.reduce_scatter",
+        "stablehlo.collective_permute",
+        "stablehlo.collective_broadcast",
     }
 )
 _NAME = re.compile(r"%v\d+")
@@ -239,7 +245,7 @@ class Builder:
         (`use_global_device_ids`)."""
         key: tuple[object, ...] | None = None
         attrs = attrs or {}
-        if results and name not in _NOT_SHARED and "channel_handle" not in attrs:
+        if results and name not in _NOT_SHARED:
             key = (
                 name,
                 tuple(operands),

@@ -61,6 +61,11 @@ def test_effects_random_bits_and_collectives_are_never_shared() -> None:
     assert b.all_reduce(x, groups, "stablehlo.add") != b.all_reduce(
         x, groups, "stablehlo.add"
     )
+    # A program's own collective written without a channel: still one each.
+    plain = {"all_gather_dim": "0 : i64", "replica_groups": groups}
+    assert b.op1("stablehlo.all_gather", [x], F32, plain) != b.op1(
+        "stablehlo.all_gather", [x], F32, plain
+    )
     call = {"call_target_name": '"f"', "has_side_effect": "true"}
     assert b.op1("stablehlo.custom_call", [x], F32, call) != b.op1(
         "stablehlo.custom_call", [x], F32, call
