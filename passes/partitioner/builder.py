@@ -10,7 +10,7 @@ with the same name, operands, attributes, result types and regions as one
 written earlier in the region returns that op's results. Handlers then never
 duplicate work between them (a batch norm's variance recomputing its mean: one
 local sum, and the partial sum reduced once), and a reshard of a value reduced
-or gathered already reuses the collective (`PartitionCtx.emit_step`).
+or gathered already reuses the collective (`PartitionCtx.reshard`).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def groups_attr(groups: Sequence[Sequence[int]]) -> str:
 
 # Ops the builder never shares between two emissions: effects, random bits,
 # barriers, ops with bodies of arbitrary ops, and collectives (each has a
-# channel of its own; `PartitionCtx.emit_step` shares reshards instead).
+# channel of its own; `PartitionCtx.reshard` shares reshards instead).
 _NOT_SHARED = frozenset(
     {
         "stablehlo.custom_call",

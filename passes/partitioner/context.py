@@ -466,35 +466,22 @@ class PartitionCtx:
             return self.b.constant(ty, f"dense<> : {ty.text}")
         steps = plan_reshard(src, dst, shape, self.mesh, partial)
         cur = [list(d) for d in src]
+        # A step of a value taken already in this region (and recorded) is
+        # reused, no second collective; not under a memory limit, whose plan
+        # may let a copy go and make it again where it is read.
+        shared = self.b.written if self.memory is None else {}
         for step in steps:
+            key = ("reshard", a, tuple(shape), tuple(map(tuple, cur)), step, combiner)
+            earlier = shared.get(key)
+            if earlier is not None:
+                apply_step(cur, step)
+                a = earlier[0]
+                continue
             a = self.emit_step(a, shape, cur, step, why, combiner)
+            shared[key] = [a]
         return a
 
     def emit_step(
-        self,
-        a: Val,
-        shape: Sequence[int],
-        cur: list[list[AxisRef]],
-        step: Step,
-        why: tuple[str, SourceLoc, str],
-        combiner: str,
-    ) -> Val:
-        # The same step of the same value in this region was emitted (and
-        # recorded) already: its result is reused, no second collective.
-        # Not under a memory limit, whose plan may let a copy go and make it
-        # again where it is read.
-        if self.memory is not None:
-            return self._emit_step(a, shape, cur, step, why, combiner)
-        key = ("reshard", a, tuple(shape), tuple(map(tuple, cur)), step, combiner)
-        earlier = self.b.written.get(key)
-        if earlier is not None:
-            apply_step(cur, step)
-            return earlier[0]
-        out = self._emit_step(a, shape, cur, step, why, combiner)
-        self.b.written[key] = [out]
-        return out
-
-    def _emit_step(
         self,
         a: Val,
         shape: Sequence[int],
