@@ -561,7 +561,8 @@ class Builder:
         device, the pieces received laid side by side along `concat_dim`.
 
         Written as XLA's partitioner writes it: the pieces get a dim of
-        their own (`count` long, before `split_dim`), the all-to-all splits
+        their own (`count` long, in `split_dim`'s place, each piece's rows
+        after it), the all-to-all splits
         and concatenates along that one dim, and a transpose and reshape put
         the received pieces along `concat_dim`. XLA's CPU pipeline turns an
         all-to-all into one piece per device; with split and concat dims
