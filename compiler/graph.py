@@ -340,14 +340,16 @@ def _shape_of(t: ir.Type) -> tuple[tuple[int, ...] | None, str]:
     return None, ""
 
 
-_CONSTANT_OPS = frozenset(("stablehlo.constant", "sdy.constant"))
+# A constant as jax writes it, and as Shardy's import (and meshjit's
+# `split-constants`) rewrites it: both hold the value as `value`.
+CONSTANT_OPS = frozenset(("stablehlo.constant", "sdy.constant"))
 
 
 def _complex_constant(op: ir.Operation) -> bool:
     """A dense constant of complex numbers. jaxlib 0.10.2 aborts the interpreter
     when such an attribute is fetched from Python (it cannot downcast it), so
     these are read from the op's printed form instead."""
-    if op.name not in ("stablehlo.constant", "sdy.constant") or len(op.results) != 1:
+    if op.name not in CONSTANT_OPS or len(op.results) != 1:
         return False
     t = op.results[0].type
     return isinstance(t, ir.ShapedType) and "complex" in str(t.element_type)
@@ -434,7 +436,7 @@ class _Reader:
         op_results = op.results
         new_value = self.new_value
         results = tuple([new_value(r, nid, i, loc) for i, r in enumerate(op_results)])
-        if op_name in _CONSTANT_OPS and _complex_constant(op):
+        if op_name in CONSTANT_OPS and _complex_constant(op):
             text = _constant_text(op)
             value = DenseElements(*_shape_of(op_results[0].type), None)  # type: ignore[arg-type]
             attrs: Mapping[str, AttrValue] = MappingProxyType({"value": value})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from meshjit.compiler.graph import DenseElements, Graph, Node
+from meshjit.compiler.graph import CONSTANT_OPS, DenseElements, Graph, Node
 from meshjit.dialects.rules import Lookup, OpInfo
 from meshjit.dialects.stablehlo_rules import RULES
 
@@ -44,26 +44,25 @@ def _attrs(node: Node) -> Mapping[str, object]:
     return MappingProxyType(attrs)
 
 
-# StableHLO's constant and Shardy's (what `sdy-import` and
-# `propagate{split-constants=true}` write): both hold the value as `value`.
-_CONSTANTS = ("stablehlo.constant", "sdy.constant")
+def scalar_constant(graph: Graph, vid: int) -> int | float | bool | None:
+    """The value of `vid` where a scalar constant (StableHLO's or Shardy's)
+    defines it, else None."""
+    owner = graph.values[vid].owner
+    if owner < 0 or graph.nodes[owner].op not in CONSTANT_OPS:
+        return None
+    value = graph.nodes[owner].attrs.get("value")
+    if isinstance(value, DenseElements) and value.shape == ():
+        return value.splat
+    return None
 
 
 def _scalar_constants(graph: Graph, node: Node) -> list[tuple[int, int | float | bool]]:
     """(index, value) of each operand a scalar splat constant defines."""
     out: list[tuple[int, int | float | bool]] = []
-    values, nodes = graph.values, graph.nodes
     for i, vid in enumerate(node.operands):
-        owner = values[vid].owner
-        if owner < 0 or nodes[owner].op not in _CONSTANTS:
-            continue
-        value = nodes[owner].attrs.get("value")
-        if (
-            isinstance(value, DenseElements)
-            and value.shape == ()
-            and value.splat is not None
-        ):
-            out.append((i, value.splat))
+        value = scalar_constant(graph, vid)
+        if value is not None:
+            out.append((i, value))
     return out
 
 

@@ -7,11 +7,12 @@ import re
 from collections.abc import Sequence
 
 from meshjit.compiler.graph import Node, Opaque
+from meshjit.compiler.op_info import scalar_constant
 from meshjit.dialects.reshard import DimAxes, Layout
 from meshjit.dialects.sdy_text import parse_sharding_per_value
 from meshjit.dialects.sharding import TensorSharding
 from meshjit.passes.partitioner.builder import Ty, Val, itemsize
-from meshjit.passes.partitioner.context import CONSTANT_OPS, PartitionCtx
+from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.cost import pieces_sum_seconds, reshard_seconds
 from meshjit.passes.partitioner.layouts import layout_of, unreduced_of
 from meshjit.passes.partitioner.report import PartitionFailure
@@ -176,9 +177,9 @@ def while_(node: Node, ctx: PartitionCtx) -> None:
         {},
         [cond_region, body_region],
     )
-    for vid, value, lay, partial in zip(
-        node.results, results, lays, keep, strict=False
-    ):
+    # The gathered copies come back after the loop's own results: unused.
+    mine = results[: len(node.results)]
+    for vid, value, lay, partial in zip(node.results, mine, lays, keep, strict=True):
         ctx.bind_result(vid, value, lay, node, partial)
 
 
@@ -276,11 +277,8 @@ def _reads(ctx: PartitionCtx, vid: int, nodes: set[int]) -> list[tuple[Node, int
 
 def _constant_int(ctx: PartitionCtx, vid: int) -> int | None:
     """The value of a scalar integer constant, else None."""
-    owner = ctx.graph.value(vid).owner
-    if owner < 0 or ctx.graph.node(owner).op not in CONSTANT_OPS:
-        return None
-    splat = getattr(ctx.graph.node(owner).attrs.get("value"), "splat", None)
-    return splat if isinstance(splat, int) and not isinstance(splat, bool) else None
+    value = scalar_constant(ctx.graph, vid)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _trip_count(ctx: PartitionCtx, node: Node) -> int | None:

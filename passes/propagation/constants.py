@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from meshjit.compiler.graph import invalidate_graphs, op_handles
+from meshjit.compiler.graph import CONSTANT_OPS, invalidate_graphs, op_handles
 from meshjit.compiler.ir import ir
 from meshjit.passes.propagation.build import SHARDING, Built, sh_text
 from meshjit.passes.propagation.core import Sh
-
-_CONSTANTS = frozenset({"stablehlo.constant", "sdy.constant"})
 
 
 def split_constants(
@@ -30,7 +28,7 @@ def split_constants(
     todo = []
     for vid, uses in built.use_copies.items():
         owner = g.value(vid).owner
-        if owner < 0 or g.node(owner).op not in _CONSTANTS or len(uses) < 2:
+        if owner < 0 or g.node(owner).op not in CONSTANT_OPS or len(uses) < 2:
             continue
         if len(uses) != len(g.users(vid)):  # one entry per operand use
             continue  # some use was not read as its own copy
