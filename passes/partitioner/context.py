@@ -1302,10 +1302,10 @@ def op_work(graph: Graph, node: Node) -> tuple[float, float]:
     )
     # A dynamic_slice touches only what it returns, read and written (twice
     # its bytes): its operand's other elements are not touched (a scan's
-    # slice of one layer out of all of them). Static slices keep the operand's bytes: they price the
-    # gathered copy a slice of a split dim would cut from (measured: the
-    # same change on them took CycleGAN's height8 row to whole-dim gathers,
-    # 1.64x -> 2.74x jax.jit's memory).
+    # slice of one layer out of all of them). Static slices keep the
+    # operand's bytes: they price the gathered copy a slice of a split dim
+    # would cut from (measured: the same change on them took CycleGAN's
+    # height8 row to whole-dim gathers, 1.64x -> 2.74x jax.jit's memory).
     touched = (*results, *results) if node.op in _SLICES else (*operands, *results)
     nbytes = sum(
         math.prod(v.shape) * itemsize(v.dtype) for v in touched if v.shape is not None
