@@ -120,8 +120,10 @@ def zero_text(dtype: str) -> str:
     if dtype == "i1":
         return "false"
     if dtype.startswith("complex"):
-        return "(0.0, 0.0)"
-    return "0" if dtype[0] in "iu" else "0.0"
+        return "(0.000000e+00,0.000000e+00)"
+    # as MLIR prints it, so that a zero the builder makes and one read from
+    # the program are the same op to `Builder.op`
+    return "0" if dtype[0] in "iu" else "0.000000e+00"
 
 
 def pairs_attr(pairs: Sequence[tuple[int, int]]) -> str:
@@ -455,6 +457,8 @@ class Builder:
         interior: Sequence[int] | None = None,
     ) -> Val:
         inner = list(interior) if interior is not None else [0] * len(low)
+        if not any(low) and not any(high) and not any(inner):
+            return a  # nothing to pad (a block inside a split dim)
         shape = a.ty.shape or ()
         out = [
             lo + hi + n + max(0, n - 1) * i

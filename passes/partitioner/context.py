@@ -569,7 +569,7 @@ class PartitionCtx:
             flag, after.with_dtype("i8"), step, "stablehlo.maximum"
         )
         has_nan = b.compare(any_nan, b.splat(any_nan.ty, "0"), "NE")
-        zero = b.splat(Ty((), dtype), "0.0")
+        zero = b.zeros(Ty((), dtype))
         nan = b.binary("stablehlo.divide", zero, zero)
         return b.select(has_nan, b.broadcast(nan, after), reduced)
 

@@ -1157,6 +1157,10 @@ def pad(node: Node, ctx: PartitionCtx) -> None:
             ctx, node, lop, 0, d, axes, plan, lop.operands[1]
         )
         lows[d], highs[d] = plan.low, plan.high
+    if not any((*lows, *highs, *interior)) and lop.results[0] == lop.operands[0].ty:
+        # the windows hold the padding: nothing is left to pad locally
+        finish(ctx, node, lop, [lop.operands[0]])
+        return
     lop.attrs["edge_padding_low"] = i64_array(lows)
     lop.attrs["edge_padding_high"] = i64_array(highs)
     emit(ctx, node, lop)

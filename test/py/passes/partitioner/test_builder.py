@@ -74,3 +74,23 @@ def test_effects_random_bits_and_collectives_are_never_shared() -> None:
     assert b.op1("stablehlo.rng", [x, x, shape], F32, {}) != b.op1(
         "stablehlo.rng", [x, x, shape], F32, {}
     )
+
+
+def test_zeros_are_the_constant_a_program_prints() -> None:
+    # MLIR prints a float zero as 0.000000e+00: a zero read from the program
+    # and one the builder makes (a mask's fill) are one op
+    b = Builder()
+    scalar = Ty((), "f32")
+    assert b.zeros(scalar) == b.constant(scalar, "dense<0.000000e+00> : tensor<f32>")
+    assert b.zeros(Ty((), "i32")) == b.constant(Ty((), "i32"), "dense<0> : tensor<i32>")
+
+
+def test_a_pad_of_nothing_is_its_operand() -> None:
+    b = Builder()
+    x = Val("%x", F32)
+    zero = b.zeros(Ty((), "f32"))
+    assert b.pad(x, zero, [0], [0]) == x
+    assert b.pad(x, zero, [0], [0], [0]) == x
+    padded = b.pad(x, zero, [1], [0])
+    assert padded.ty == Ty((5,), "f32")
+    assert sum("stablehlo.pad" in line for line in b.lines) == 1
