@@ -8,17 +8,18 @@ each output's largest value."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-import meshjit
+from . import numerics
+from .numerics import rand
 
 pytestmark = pytest.mark.devices(8)
 
@@ -27,38 +28,7 @@ MESH24 = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
 BF = jnp.bfloat16
 
 
-def rand(*shape: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-
-def check(
-    fn: Callable[..., Any],
-    args: Sequence[Any],
-    mesh: Mesh,
-    in_specs: Any,
-    out_specs: Any,
-    rtol: float = 3e-2,
-) -> meshjit.Compiled:
-    def named(spec: Any) -> Any:
-        return jax.tree.map(
-            lambda s: NamedSharding(mesh, s),
-            spec,
-            is_leaf=lambda s: isinstance(s, P),
-        )
-
-    in_sh, out_sh = named(in_specs), named(out_specs)
-    compiled = meshjit.jit(fn, in_shardings=in_sh, out_shardings=out_sh)
-    compiled = compiled.lower(*args).compile()
-    got = compiled(*jax.device_put(tuple(args), in_sh))
-    want = jax.jit(fn)(*args)  # one device, no sharding
-    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-        g64 = np.asarray(g, np.float64)
-        w64 = np.asarray(w, np.float64)
-        assert g.dtype == w.dtype
-        scale = max(float(np.abs(w64).max()), 1e-6)
-        assert float(np.abs(g64 - w64).max()) <= rtol * scale
-    return compiled
+check = functools.partial(numerics.check, rtol=3e-2)
 
 
 def test_fsdp_step_bf16_compute_moves_activations_by_all_to_all() -> None:

@@ -15,17 +15,18 @@ for it too."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-import meshjit
+from . import numerics
+from .numerics import rand
 
 pytestmark = pytest.mark.devices(8)
 
@@ -33,45 +34,7 @@ MESH8 = Mesh(np.array(jax.devices()[:8]), ("x",))
 MESH24 = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
 
 
-def rand(*shape: int, seed: int = 0, scale: float = 1.0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-
-def check(
-    fn: Callable[..., Any],
-    args: Sequence[Any],
-    mesh: Mesh,
-    in_specs: Any,
-    out_specs: Any,
-    rtol: float = 1e-5,
-) -> str:
-    """Runs `fn` partitioned and unsharded, compares every output (exactly
-    for integers, to `rtol` of its largest value otherwise) and returns
-    the partitioned module's text."""
-
-    def named(spec: Any) -> Any:
-        return jax.tree.map(
-            lambda s: NamedSharding(mesh, s),
-            spec,
-            is_leaf=lambda s: isinstance(s, P),
-        )
-
-    in_sh, out_sh = named(in_specs), named(out_specs)
-    lowered = meshjit.jit(fn, in_shardings=in_sh, out_shardings=out_sh).lower(*args)
-    got = lowered.compile()(*jax.device_put(tuple(args), in_sh))
-    want = jax.jit(fn)(*args)  # one device, no sharding
-    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-        assert g.shape == w.shape
-        assert g.dtype == w.dtype
-        if not jnp.issubdtype(w.dtype, jnp.inexact):
-            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-            continue
-        g64 = np.asarray(g, np.complex128)
-        w64 = np.asarray(w, np.complex128)
-        scale = max(float(np.abs(w64).max()), 1e-6)
-        assert float(np.abs(g64 - w64).max()) <= rtol * scale
-    return str(lowered.as_text("partitioned"))
+check = functools.partial(numerics.check, rtol=1e-5)
 
 
 def fno_block(x: Any, wr: Any, wi: Any, wp: Any) -> Any:
@@ -98,7 +61,8 @@ def test_fourier_neural_operator_block(mesh: Mesh, spec: P) -> None:
         rand(8, 8, 16, 16, seed=3, scale=0.1),
         rand(16, 16, seed=4, scale=0.2),
     )
-    text = check(fno_block, args, mesh, (spec, P(), P(), P()), spec, rtol=1e-4)
+    compiled = check(fno_block, args, mesh, (spec, P(), P(), P()), spec, rtol=1e-4)
+    text = compiled.as_text("partitioned")
     # the FFTs along the split height move it to another dim and back
     assert "stablehlo.all_to_all" in text
     assert "stablehlo.all_gather" not in text
@@ -119,7 +83,8 @@ def test_heat_stencil_loop_exchanges_halos() -> None:
         return jax.lax.fori_loop(0, 10, step, u)
 
     spec = P("x", "y")
-    text = check(heat, (rand(128, 128, seed=1),), MESH24, (spec,), spec)
+    compiled = check(heat, (rand(128, 128, seed=1),), MESH24, (spec,), spec)
+    text = compiled.as_text("partitioned")
     assert "stablehlo.collective_permute" in text
     assert "stablehlo.all_gather" not in text
 
