@@ -45,7 +45,7 @@ from meshjit.frontend.trace import (
     interface_shardings,
     leaf_dtype,
 )
-from meshjit.passes import JIT_PROPAGATION
+from meshjit.passes import jit_propagation
 from meshjit.passes.autoshard.result import AutoShardResult
 from meshjit.passes.partition import PartitionReport
 from meshjit.passes.partitioner.memory import parse_bytes
@@ -847,7 +847,8 @@ def propagation_pipeline(inputs: LoweringInputs) -> str:
     """meshjit's propagation, after the auto-shard pass where AUTO leaves ask
     for it."""
     auto = auto_shard_pass(inputs)
-    return JIT_PROPAGATION if auto is None else auto + "," + JIT_PROPAGATION
+    propagation = jit_propagation(cost_spec(inputs.placement.mesh.flat_devices))
+    return propagation if auto is None else auto + "," + propagation
 
 
 def _layout(s: TensorSharding | None, ndim: int) -> tuple[tuple[str, ...], ...]:

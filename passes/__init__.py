@@ -25,25 +25,33 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
     PropagatePass,
 )
 
+
 # What meshjit.jit runs before partitioning: propagation-pipeline less the
 # renaming of constraints to reshards (the partitioner reads both alike, and
 # the rename costs a print and a parse of the module), with private functions'
 # signatures left as propagation found them (the partitioner inlines calls:
-# an evenly divisible signature would move values at each call).
-JIT_PROPAGATION = (
-    "import-shardings,propagate{callees=copies apply-sharding-constraints=true},"
-    "export-shardings{close-shardings=true even-callees=false}"
-)
+# an evenly divisible signature would move values at each call), and
+# relocating by the partitioner's cost model (`PropagatePass.relocate`: an
+# FFT's result takes the batch dim its all-to-all moves the transformed dim's
+# axes to, where that is cheaper than a gather).
+def jit_propagation(cost: str) -> str:
+    return (
+        "import-shardings,propagate{callees=copies apply-sharding-constraints=true "
+        f"relocate={cost}}},"
+        "export-shardings{close-shardings=true even-callees=false}"
+    )
+
+
 _PROPAGATION_PIPELINE = (
     "import-shardings,propagate{{callees={callees} "
-    "apply-sharding-constraints=true split-constants=true}},"
+    "apply-sharding-constraints=true split-constants=true{relocate}}},"
     "export-shardings{{close-shardings=true constraints-to-reshards=true{even}}}"
 )
 
 ALL_PIPELINES: tuple[PipelineAlias, ...] = (
     PipelineAlias(
         "propagation-pipeline",
-        _PROPAGATION_PIPELINE.format(callees="copies", even=""),
+        _PROPAGATION_PIPELINE.format(callees="copies", even="", relocate=""),
         "import, propagate (user + op priorities, aggressive; a copy of a called "
         "function per call site, merged where their shardings agree) and export "
         "shardings in the form Shardy's propagation pipeline leaves them "
@@ -54,15 +62,27 @@ ALL_PIPELINES: tuple[PipelineAlias, ...] = (
                 "one body per called function, shared by every call (Shardy's "
                 "option of that name)",
                 (
-                    ("false", _PROPAGATION_PIPELINE.format(callees="copies", even="")),
-                    ("true", _PROPAGATION_PIPELINE.format(callees="shared", even="")),
+                    (
+                        "false",
+                        _PROPAGATION_PIPELINE.format(
+                            callees="copies", even="", relocate=""
+                        ),
+                    ),
+                    (
+                        "true",
+                        _PROPAGATION_PIPELINE.format(
+                            callees="shared", even="", relocate=""
+                        ),
+                    ),
                 ),
             ),
         ),
     ),
     PipelineAlias(
         "spmd-pipeline",
-        _PROPAGATION_PIPELINE.format(callees="copies", even=" even-callees=false")
+        _PROPAGATION_PIPELINE.format(
+            callees="copies", even=" even-callees=false", relocate=" relocate=cpu"
+        )
         + ",partition",
         "propagate shardings, then partition into the per-device program that "
         "meshjit.jit compiles",

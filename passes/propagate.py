@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from meshjit.compiler.diagnostics import Diagnostics
+from meshjit.compiler.diagnostics import Diagnostics, SourceLoc
 from meshjit.compiler.graph import invalidate_graphs, read_graph, write_attrs
 from meshjit.compiler.ir import ir
 from meshjit.compiler.pass_base import ModulePass
+from meshjit.passes.partitioner.cost import load_cost
 from meshjit.passes.propagation.build import Built, build_problem, write_plan
 from meshjit.passes.propagation.calls import Callees, plan_copies, write_copies
 from meshjit.passes.propagation.constants import split_constants
@@ -96,8 +97,26 @@ class PropagatePass(ModulePass):
     # a constant with several uses becomes a copy per use, each with its
     # use's sharding (Shardy's constant splitter, as its pipeline leaves it)
     split_constants: bool = False
+    # after propagating, axes an FFT cannot keep on a dim it transforms (an
+    # rfft's, irfft's) go to an open, free batch dim of its results, where
+    # the partitioner's all-to-all puts them, where this cost model ("cpu",
+    # "gpu" or a file from `python -m meshjit.calibrate`; empty: never)
+    # estimates that cheaper than gathering; then propagation runs again:
+    # what follows stays split instead of gathering the result. Not
+    # Shardy's (off in `propagation-pipeline`; on in what `meshjit.jit` and
+    # `spmd-pipeline` run)
+    relocate: str = ""
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
+        relocate = None
+        if self.relocate:
+            try:
+                relocate = load_cost(self.relocate)
+            except ValueError as err:
+                diags.error(
+                    SourceLoc(diags.source_name, 1, 1), f"propagate: relocate: {err}"
+                )
+                return
         options = Options(
             self.strategy,
             self.op_priority,
@@ -106,6 +125,7 @@ class PropagatePass(ModulePass):
             origins=self.debug_sharding_origins,
             apply_constraints=self.apply_sharding_constraints,
             edges=self.debug_propagation_edge_sharding,
+            relocate=relocate,
         )
         explain = diags.wants("explain")
         html = diags.wants("html")  # meshjit.report: provenance for the page

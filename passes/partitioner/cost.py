@@ -280,6 +280,28 @@ _KIND = {
 }
 
 
+def fft_flops(elements: int, length: int) -> float:
+    """An FFT's work: 5 n log2 n per transform of length n (the classic
+    count of a radix-2 complex FFT), over `elements` elements."""
+    return 5.0 * elements * math.log2(max(2, length))
+
+
+def relocation_pays(
+    cost: CostModel, operand_bytes: int, result_bytes: int, flops: float, n: int
+) -> bool:
+    """Whether moving an op's split transformed dim (split `n` ways) to
+    another dim by an all-to-all, computing 1/n of the op there and moving
+    the result's dim back by another costs less than gathering the operand
+    and computing the whole op on every device (propagation's relocation)."""
+    if n <= 1:
+        return False
+    whole = cost.compute_seconds(flops, operand_bytes + result_bytes)
+    gathered = cost.collective_seconds("all-gather", operand_bytes * (n - 1) // n, n)
+    there = cost.collective_seconds("all-to-all", operand_bytes * (n - 1) // (n * n), n)
+    back = cost.collective_seconds("all-to-all", result_bytes * (n - 1) // (n * n), n)
+    return there + back + whole / n < gathered + whole
+
+
 def step_kind(step: Step) -> str:
     return _KIND.get(type(step), "local")
 

@@ -40,6 +40,7 @@ from meshjit.dialects.sdy_text import (
 from meshjit.dialects.sharding import AxisRef, TensorSharding
 from meshjit.dialects.stablehlo_rules import HOST_OFFLOAD_TARGETS, RULES
 from meshjit.errors import ShardingError
+from meshjit.passes.partitioner.builder import itemsize
 from meshjit.passes.propagation.axes import Ax, Axes
 from meshjit.passes.propagation.core import (
     BACKWARD,
@@ -335,6 +336,8 @@ class _Builder:
         v = self.g.value(vid)
         shape = v.shape if v.shape is not None else ()
         slot = self.problem.add_value(tuple(shape), name)
+        if v.dtype:
+            self.problem.itemsizes[slot] = itemsize(v.dtype)
         self.bind(vid, slot)
         return slot
 

@@ -21,6 +21,7 @@ direction, which stage, which value it came from), every user sharding as an
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -29,6 +30,7 @@ from typing import NamedTuple
 
 from meshjit.compiler.diagnostics import UNKNOWN_LOC, SourceLoc
 from meshjit.dialects.rules import FactorKind, ShardingRule
+from meshjit.passes.partitioner.cost import CostModel, fft_flops, relocation_pays
 from meshjit.passes.propagation.axes import (
     Ax,
     Axes,
@@ -36,6 +38,7 @@ from meshjit.passes.propagation.axes import (
     contains,
     is_strict_prefix,
     list_prefix_status,
+    overlaps,
     prefix_of,
     prefix_without_overlaps,
     total_size,
@@ -232,6 +235,9 @@ class Problem:
     # computation's in/out shardings take no manual axis from outside:
     # manual axes come first there, as the user wrote them)
     forbidden: dict[int, frozenset[str]] = field(default_factory=dict)
+    # slot -> bytes per element, where the builder knew the value's type
+    # (op results, arguments); the relocation's estimates read it
+    itemsizes: dict[int, int] = field(default_factory=dict)
 
     def add_value(self, shape: tuple[int, ...], name: str = "") -> int:
         self.values.append(None)
@@ -258,6 +264,12 @@ class Options:
     # went from which operand/result to which (Shardy's
     # debug-propagation-edge-sharding); implies recording provenance
     edges: bool = False
+    # after propagating: axes an FFT cannot keep on a dim it transforms go
+    # to a free batch dim of its results, where the partitioner's all-to-all
+    # puts them, where this cost model estimates that cheaper than gathering
+    # the operand; then propagation runs again (`Propagator._relocate`;
+    # meshjit's, not Shardy's). None: no relocation.
+    relocate: CostModel | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -739,6 +751,16 @@ _STAGE_NAMES = (
 )
 _LAST_STAGE = len(_STAGE_NAMES) - 1
 
+# Ops whose partitioner moves the axes of the dims they transform to a batch
+# dim by an all-to-all (`Propagator._relocate`), and the factor kinds that
+# cannot keep axes there. (A sort's sorted dim, and a complex FFT's, need
+# replication but pass their axes on: the result keeps them there and the
+# partitioner moves them back after the op; an RFFT's or IRFFT's dim changes
+# size, blocked: nothing reaches the result.)
+_RELOCATING = frozenset({"stablehlo.fft"})
+_CANNOT_KEEP = frozenset({FactorKind.NEED_REPLICATION, FactorKind.BLOCKED})
+_RELOCATION = "relocation (axes an FFT moves to a batch dim)"
+
 
 def _strip_axes(sh: Sh, manual: frozenset[str]) -> Sh:
     """The sharding seen inside a manual computation: without manual axes."""
@@ -929,12 +951,139 @@ class Propagator:
         if not self.o.user_priority:
             self._restore_all()
             self._op_priority_stages("")
-            return self.state
-        self._op_priority_stages("p0" if rounds else "")
-        for prio in rounds:
-            self._restore(prio)
-            self._op_priority_stages(f"p{prio}")
+        else:
+            self._op_priority_stages("p0" if rounds else "")
+            for prio in rounds:
+                self._restore(prio)
+                self._op_priority_stages(f"p{prio}")
+        if self.o.relocate is not None and self._relocate(self.o.relocate):
+            self._op_priority_stages(_RELOCATION)
         return self.state
+
+    # -- relocation ---------------------------------------------------------
+
+    def _relocate(self, cost: CostModel) -> bool:
+        """Where an FFT's operand has axes on a dim the op transforms (a
+        factor that needs replication or is blocked), the partitioner moves
+        them to a batch dim by an all-to-all and computes there; a result
+        whose batch dim is open and free takes those axes, so that what
+        follows stays split the way the op computes instead of gathering
+        its result (an rfft-filter-irfft along a split dim keeps the
+        spectrum split by rows), where `cost` estimates the two all-to-alls
+        (there and, for the result, back) and 1/n of the transform cheaper
+        than gathering the operand and transforming it whole on every
+        device (small transforms gather: a launch costs more than their
+        bytes). True if a result changed."""
+        changed = False
+        for i, op in enumerate(self.p.ops):
+            if op.kind is not OpKind.RULE or op.name not in _RELOCATING:
+                continue
+            for k, v in enumerate(op.operands):
+                sh = self.state[v]
+                if sh is None or sh.mesh in self.p.maximal:
+                    continue
+                for d, axes in enumerate(sh.dims):
+                    factors = op.rule.operands[k][d] if axes else ()
+                    if (
+                        factors
+                        and all(op.rule.kind(f) in _CANNOT_KEEP for f in factors)
+                        and self._relocation_pays(cost, op, k, axes)
+                    ):
+                        changed |= self._relocate_onto(i, op, k, sh, d, axes)
+        return changed
+
+    def _relocation_pays(self, cost: CostModel, op: POp, k: int, axes: Axes) -> bool:
+        p = self.p
+        v = op.operands[k]
+        operand = p.shapes[v]
+        transformed = [
+            n
+            for n, fs in zip(operand, op.rule.operands[k], strict=True)
+            if fs and all(op.rule.kind(f) in _CANNOT_KEEP for f in fs)
+        ]
+        length = math.prod(transformed)
+        sizes = [math.prod(p.shapes[r]) for r in op.results]
+        in_bytes = math.prod(operand) * p.itemsizes.get(v, 4)
+        out_bytes = sum(
+            n * p.itemsizes.get(r, 4) for n, r in zip(sizes, op.results, strict=True)
+        )
+        flops = fft_flops(max(math.prod(operand), *sizes), length)
+        return relocation_pays(cost, in_bytes, out_bytes, flops, total_size(axes))
+
+    def _relocate_onto(
+        self, i: int, op: POp, k: int, sh: Sh, dim: int, axes: Axes
+    ) -> bool:
+        """Gives `axes` (on operand `k`'s `dim`) to the first pass-through
+        factor that is alone on an empty dim of operand `k` and of every
+        result, divisible by them, where every result's dim is open and no
+        result uses them yet."""
+        rule = op.rule
+        size = total_size(axes)
+        operand = rule.operands[k]
+        for g in range(rule.num_factors):
+            if rule.kind(g) is not FactorKind.PASS_THROUGH or rule.sizes[g] % size:
+                continue
+            if not any(fs == (g,) and not sh.dims[e] for e, fs in enumerate(operand)):
+                continue
+            targets = [
+                self._free_dim(i, op, j, g, sh.mesh, axes)
+                for j in range(len(op.results))
+            ]
+            if any(t is None for t in targets):
+                continue
+            for j, r in enumerate(op.results):
+                found = targets[j]
+                assert found is not None
+                e, now = found
+                dims = list(now.dims)
+                dims[e] = axes
+                self.state[r] = now._replace(dims=tuple(dims))
+                self._notify(r, i)
+                if self.record:
+                    source = op.operands[k]
+                    self.prov.steps.append(
+                        Step(
+                            r,
+                            e,
+                            axes,
+                            i,
+                            op.name,
+                            op.loc,
+                            "relocated",
+                            source,
+                            _RELOCATION,
+                            dim,
+                        )
+                    )
+            return True
+        return False
+
+    def _free_dim(
+        self, i: int, op: POp, j: int, g: int, mesh: str, axes: Axes
+    ) -> tuple[int, Sh] | None:
+        """Result `j` of op `i`: the dim factor `g` alone makes and the
+        result's sharding, where that dim is open and empty and no dim of
+        the result uses `axes` (else None)."""
+        r = op.results[j]
+        if self.p.defs[r] != i or r in self.group_of:
+            return None
+        now = self.state[r]
+        if now is None:
+            now = Sh.open(mesh, len(self.p.shapes[r]))
+        ban = self.p.forbidden.get(r, frozenset())
+        if now.mesh != mesh or any(a[0] in ban for a in axes):
+            return None
+        dims = [e for e, fs in enumerate(op.rule.results[j]) if g in fs]
+        if len(dims) != 1 or op.rule.results[j][dims[0]] != (g,):
+            return None
+        e = dims[0]
+        if now.closed[e] or now.dims[e]:
+            return None
+        used = [b for dim in now.dims for b in dim]
+        used += [*now.replicated, *now.unreduced]
+        if any(overlaps(a, b) for a in axes for b in used):
+            return None
+        return e, now
 
     def _restore(self, prio: int) -> None:
         """Puts back the dims of user shardings whose priority is `prio`."""

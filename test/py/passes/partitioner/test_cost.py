@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from meshjit.frontend.stages import partition_pipeline
+from meshjit.frontend.stages import cost_spec, partition_pipeline
+from meshjit.passes import jit_propagation
 from meshjit.passes.partitioner.cost import (
     PLAIN,
     PLATFORMS,
@@ -16,8 +17,10 @@ from meshjit.passes.partitioner.cost import (
     CostModel,
     Efficiency,
     KernelDims,
+    fft_flops,
     load_cost,
     op_flops,
+    relocation_pays,
 )
 
 
@@ -123,6 +126,32 @@ def test_jit_picks_the_devices_platform(monkeypatch: pytest.MonkeyPatch) -> None
     assert (
         partition_pipeline([_Device("cpu")]) == "partition{cost=/tmp/calibrated.json}"
     )
+
+
+def test_relocation_pays_where_bytes_and_work_outweigh_a_launch() -> None:
+    # an rfft of rows x n f32 along a dim split 8 ways: two all-to-alls and
+    # an eighth of the transform against one gather and the whole transform
+    def pays(model: str, rows: int, n: int) -> bool:
+        spectrum = rows * (n // 2 + 1) * 8
+        flops = fft_flops(rows * n, n)
+        return relocation_pays(load_cost(model), rows * n * 4, spectrum, flops, 8)
+
+    assert not pays("cpu", 16, 128)  # launch-bound: the gather is cheaper
+    assert not pays("cpu", 64, 256)
+    assert pays("cpu", 64, 1024)
+    assert pays("cpu", 256, 4096)
+    assert not pays("gpu", 256, 1024)  # 10 us launches, 150 GB/s
+    assert pays("gpu", 4096, 4096)
+    assert not relocation_pays(load_cost("cpu"), 1 << 30, 1 << 30, 1e12, 1)
+
+
+def test_jit_relocates_with_the_devices_cost_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MESHJIT_COST", raising=False)
+    assert "relocate=gpu" in jit_propagation(cost_spec([_Device("gpu")]))
+    monkeypatch.setenv("MESHJIT_COST", "/tmp/calibrated.json")
+    assert "relocate=/tmp/calibrated.json" in jit_propagation(cost_spec([]))
 
 
 @pytest.mark.devices(8)

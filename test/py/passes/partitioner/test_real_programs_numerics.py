@@ -290,3 +290,18 @@ def test_cumulative_ops_and_medians_along_split_dims() -> None:
     check(cumulative, (rand(8, 256, seed=1),), MESH8, (spec,), (spec,) * 3)
     check(medians, (rand(64, 96, seed=1),), MESH8, (spec,), (P(), P("x")))
     check(medians, (rand(64, 96, seed=1),), MESH8, (P("x"),), (P("x"), P()))
+
+
+def test_spectral_filter_along_a_split_signal_keeps_the_spectrum_split() -> None:
+    # rfft along the split dim moves it to the rows by an all-to-all; the
+    # spectrum stays split by rows for the filter (propagation's relocation)
+    # and the irfft moves the signal dim back: no gather of the spectrum
+    def spectral(x: Any, k: Any) -> Any:
+        f = jnp.fft.rfft(x, axis=-1)
+        return jnp.fft.irfft(f * k, n=x.shape[-1], axis=-1)
+
+    args = (rand(64, 1024, seed=1), rand(513, seed=2))
+    spec = P(None, "x")
+    compiled = check(spectral, args, MESH8, (spec, P()), spec, rtol=1e-4)
+    kinds = [c.kind for c in compiled.partition_report.collectives]
+    assert kinds == ["all-to-all", "all-to-all"]
