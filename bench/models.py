@@ -1005,6 +1005,70 @@ WAVENET_FWD = Workload(
 )
 
 
+# Fourier neural operator ---------------------------------------------------------
+# Two spectral layers (rfft2 over the grid, a complex weight on the lowest
+# modes, irfft2) beside pointwise ones, a regression loss, one SGD step: the
+# transforms run along the grid's dims, so on a height split each rfft2
+# moves the height to another dim by an all-to-all and back.
+
+FNO_WIDTH, FNO_MODES, FNO_GRID = 16, 8, 64
+FNO_PARAMS: dict[str, Any] = {
+    "lift": _Leaf((3, FNO_WIDTH)),
+    "layers": [
+        {
+            "real": _Leaf((FNO_MODES, FNO_MODES, FNO_WIDTH, FNO_WIDTH), scale=0.05),
+            "imag": _Leaf((FNO_MODES, FNO_MODES, FNO_WIDTH, FNO_WIDTH), scale=0.05),
+            "point": _Leaf((FNO_WIDTH, FNO_WIDTH)),
+        }
+        for _ in range(2)
+    ],
+    "proj": _Leaf((FNO_WIDTH, 1)),
+}
+
+
+def fno(params: dict[str, Any], x: jax.Array) -> jax.Array:
+    h = x @ params["lift"]
+    b, gh, gw, c = h.shape
+    m = FNO_MODES
+    for p in params["layers"]:
+        f = jnp.fft.rfft2(h, axes=(1, 2))
+        low = jnp.einsum("bhwc,hwcd->bhwd", f[:, :m, :m], p["real"] + 1j * p["imag"])
+        spectrum = jnp.zeros((b, gh, gw // 2 + 1, c), f.dtype).at[:, :m, :m].set(low)
+        spectral = jnp.fft.irfft2(spectrum, s=(gh, gw), axes=(1, 2))
+        h = jax.nn.gelu(spectral + h @ p["point"])
+    return h @ params["proj"]
+
+
+def fno_train_step(
+    params: dict[str, Any], x: jax.Array, y: jax.Array
+) -> tuple[dict[str, Any], jax.Array]:
+    loss, grads = jax.value_and_grad(lambda p: jnp.mean((fno(p, x) - y) ** 2))(params)
+    return _sgd(params, grads), loss
+
+
+_FNO_REP = _same_specs(FNO_PARAMS, P())
+
+FNO_TRAIN = Workload(
+    "fno_train",
+    fno_train_step,
+    lambda: (
+        _arrays(FNO_PARAMS, seed=8),
+        _rand(8, FNO_GRID, FNO_GRID, 3, seed=18),
+        _rand(8, FNO_GRID, FNO_GRID, 1, seed=19),
+    ),
+    (
+        Layout("batch8", "8", (_FNO_REP, P("x"), P("x")), (_FNO_REP, P())),
+        Layout("height8", "8", (_FNO_REP, P(None, "x"), P(None, "x")), (_FNO_REP, P())),
+        Layout(
+            "batch2_height4",
+            "2x4",
+            (_FNO_REP, P("x", "y"), P("x", "y")),
+            (_FNO_REP, P()),
+        ),
+    ),
+    tags=("model", "train"),
+)
+
 # Swin ------------------------------------------------------------------------------
 # A shifted-window attention block: roll the image by half a window, attend
 # within 8x8 windows, roll back; layer norms and an MLP around it.
@@ -1271,4 +1335,5 @@ MODELS = (
     REMAT_TRAIN,
     CYCLEGAN_FWD,
     DIFFUSION_TRAIN,
+    FNO_TRAIN,
 )

@@ -97,14 +97,14 @@ class PropagatePass(ModulePass):
     # a constant with several uses becomes a copy per use, each with its
     # use's sharding (Shardy's constant splitter, as its pipeline leaves it)
     split_constants: bool = False
-    # after propagating, axes an FFT cannot keep on a dim it transforms (an
-    # rfft's, irfft's) go to an open, free batch dim of its results, where
-    # the partitioner's all-to-all puts them, where this cost model ("cpu",
-    # "gpu" or a file from `python -m meshjit.calibrate`; empty: never)
-    # estimates that cheaper than gathering; then propagation runs again:
-    # what follows stays split instead of gathering the result. Not
-    # Shardy's (off in `propagation-pipeline`; on in what `meshjit.jit` and
-    # `spmd-pipeline` run)
+    # after propagating, axes an FFT cannot keep on a dim it transforms go
+    # to an open, free batch dim of its results, where the partitioner's
+    # all-to-all puts them, where this cost model ("cpu", "gpu" or a file
+    # from `python -m meshjit.calibrate`; empty: never) estimates that
+    # cheaper than gathering; then propagation runs again: what follows
+    # stays split instead of gathering the result. Not Shardy's (off in
+    # `propagation-pipeline`; on in what `meshjit.jit` and `spmd-pipeline`
+    # run)
     relocate: str = ""
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:

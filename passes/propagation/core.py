@@ -718,7 +718,12 @@ _CONSERVATIVE_BLOCKS: dict[str, frozenset[FactorKind]] = {
 
 
 def _stage_direction(
-    op: POp, factor: int, stage: int, op_priority: bool, conservative: bool = False
+    op: POp,
+    factor: int,
+    stage: int,
+    op_priority: bool,
+    conservative: bool = False,
+    relocating: bool = False,
 ) -> int:
     """Shardy's op-priority schedule; stage k allows the union of stages 0..k."""
     if op.kind is OpKind.BARRIER:
@@ -726,6 +731,14 @@ def _stage_direction(
     if conservative and op.rule.kind(factor) in _CONSERVATIVE_BLOCKS.get(
         op.name, frozenset()
     ):
+        return NONE
+    if (
+        relocating
+        and op.name in _RELOCATING
+        and op.rule.kind(factor) is FactorKind.NEED_REPLICATION
+    ):
+        # the relocation decides where a transformed dim's axes go
+        # (`Propagator._relocate`)
         return NONE
     if op.rule.kind(factor) is FactorKind.BLOCKED:
         # Shardy's blocked_propagation: a factor whose size differs between
@@ -753,10 +766,10 @@ _LAST_STAGE = len(_STAGE_NAMES) - 1
 
 # Ops whose partitioner moves the axes of the dims they transform to a batch
 # dim by an all-to-all (`Propagator._relocate`), and the factor kinds that
-# cannot keep axes there. (A sort's sorted dim, and a complex FFT's, need
-# replication but pass their axes on: the result keeps them there and the
-# partitioner moves them back after the op; an RFFT's or IRFFT's dim changes
-# size, blocked: nothing reaches the result.)
+# cannot keep axes there. Under relocation their dims that need replication
+# (a complex FFT's) carry nothing during the rounds (Shardy passes them on):
+# the relocation step relocates or passes them on. (A sort's sorted dim
+# needs replication too and passes its axes on as in Shardy.)
 _RELOCATING = frozenset({"stablehlo.fft"})
 _CANNOT_KEEP = frozenset({FactorKind.NEED_REPLICATION, FactorKind.BLOCKED})
 _RELOCATION = "relocation (axes an FFT moves to a batch dim)"
@@ -956,8 +969,12 @@ class Propagator:
             for prio in rounds:
                 self._restore(prio)
                 self._op_priority_stages(f"p{prio}")
-        if self.o.relocate is not None and self._relocate(self.o.relocate):
-            self._op_priority_stages(_RELOCATION)
+        if self.o.relocate is not None:
+            # a relocated or passed-on sharding may reach another FFT
+            for _ in range(_MAX_WALKS):
+                if not self._relocate(self.o.relocate):
+                    break
+                self._op_priority_stages(_RELOCATION)
         return self.state
 
     # -- relocation ---------------------------------------------------------
@@ -990,6 +1007,61 @@ class Propagator:
                         and self._relocation_pays(cost, op, k, axes)
                     ):
                         changed |= self._relocate_onto(i, op, k, sh, d, axes)
+            # what stays: Shardy's pass-through of the dims that need
+            # replication (the relocated axes are now used in the results)
+            changed |= self._pass_through(i, op)
+            changed |= self._pass_through(i, op, backward=True)
+        return changed
+
+    def _pass_through(self, i: int, op: POp, backward: bool = False) -> bool:
+        """What Shardy's propagation does across a transformed dim that
+        needs replication (a complex FFT's), where it is not relocated: the
+        axes of an operand's dim go to the result's dim of the same factor
+        (`backward`: a result's to the operand's), where that dim is open,
+        empty and the axes unused there."""
+        rule = op.rule
+        pairs = [(op.operands, rule.operands, op.results, rule.results)]
+        if backward:
+            pairs = [(op.results, rule.results, op.operands, rule.operands)]
+        changed = False
+        for sources, src_rule, targets, dst_rule in pairs:
+            for v, tensor in zip(sources, src_rule, strict=True):
+                sh = self.state[v]
+                if sh is None:
+                    continue
+                for d, axes in enumerate(sh.dims):
+                    fs = tensor[d]
+                    if not axes or len(fs) != 1:
+                        continue
+                    if rule.kind(fs[0]) is not FactorKind.NEED_REPLICATION:
+                        continue
+                    for j, t in enumerate(targets):
+                        found = self._free(t, dst_rule[j], fs[0], sh.mesh, axes)
+                        if found is None:
+                            continue
+                        e, now = found
+                        if not backward and self.p.defs[t] != i:
+                            continue
+                        dims = list(now.dims)
+                        dims[e] = axes
+                        self.state[t] = now._replace(dims=tuple(dims))
+                        self._notify(t, i)
+                        if self.record:
+                            self.prov.steps.append(
+                                Step(
+                                    t,
+                                    e,
+                                    axes,
+                                    i,
+                                    op.name,
+                                    op.loc,
+                                    "backward" if backward else "forward",
+                                    v,
+                                    _RELOCATION,
+                                    d,
+                                )
+                            )
+                        changed = True
         return changed
 
     def _relocation_pays(self, cost: CostModel, op: POp, k: int, axes: Axes) -> bool:
@@ -1065,16 +1137,32 @@ class Propagator:
         result's sharding, where that dim is open and empty and no dim of
         the result uses `axes` (else None)."""
         r = op.results[j]
-        if self.p.defs[r] != i or r in self.group_of:
+        if self.p.defs[r] != i:
             return None
-        now = self.state[r]
+        return self._free(r, op.rule.results[j], g, mesh, axes)
+
+    def _free(
+        self,
+        v: int,
+        tensor: Sequence[tuple[int, ...]],
+        g: int,
+        mesh: str,
+        axes: Axes,
+    ) -> tuple[int, Sh] | None:
+        """Slot `v` (its dims' factors `tensor`): the dim factor `g` alone
+        makes and the slot's sharding, where that dim is open and empty, no
+        dim uses `axes` and no sharding group or manual computation holds
+        the slot (else None)."""
+        if v in self.group_of:
+            return None
+        now = self.state[v]
         if now is None:
-            now = Sh.open(mesh, len(self.p.shapes[r]))
-        ban = self.p.forbidden.get(r, frozenset())
+            now = Sh.open(mesh, len(self.p.shapes[v]))
+        ban = self.p.forbidden.get(v, frozenset())
         if now.mesh != mesh or any(a[0] in ban for a in axes):
             return None
-        dims = [e for e, fs in enumerate(op.rule.results[j]) if g in fs]
-        if len(dims) != 1 or op.rule.results[j][dims[0]] != (g,):
+        dims = [e for e, fs in enumerate(tensor) if g in fs]
+        if len(dims) != 1 or tensor[dims[0]] != (g,):
             return None
         e = dims[0]
         if now.closed[e] or now.dims[e]:
@@ -1152,6 +1240,7 @@ class Propagator:
                     op.name
                     if self.o.conservative and op.name in _CONSERVATIVE_BLOCKS
                     else "",
+                    self.o.relocate is not None and op.name in _RELOCATING,
                 )
                 c = classes.get(key)
                 if c is None:
@@ -1162,7 +1251,14 @@ class Propagator:
         per_class: list[tuple[int, ...] | None] = []
         for op in self._class_rep:
             found = tuple(
-                _stage_direction(op, f, stage, prio, self.o.conservative)
+                _stage_direction(
+                    op,
+                    f,
+                    stage,
+                    prio,
+                    self.o.conservative,
+                    self.o.relocate is not None,
+                )
                 for f in range(op.rule.num_factors)
             )
             per_class.append(

@@ -41,6 +41,28 @@ func.func @small(%x: tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}
   return %1 : tensor<16x65xf32>
 }
 
+// A complex FFT's transformed dim needs replication and, in Shardy's
+// propagation, passes its axes on to the result's dim; relocated, the
+// result takes them on the rows instead. Where that does not pay (@csmall)
+// they pass on as in Shardy.
+// CHECK-LABEL: func.func @complex
+// CHECK: stablehlo.fft %arg0, type = FFT{{.*}}sdy.sharding_per_value<[<@mesh, [{"x", ?}, {?}]>]>
+// SHARDY-LABEL: func.func @complex
+// SHARDY: stablehlo.fft %arg0, type = FFT{{.*}}sdy.sharding_per_value<[<@mesh, [{?}, {"x", ?}]>]>
+func.func @complex(%x: tensor<256x1024xcomplex<f32>> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> tensor<256x1024xf32> {
+  %0 = stablehlo.fft %x, type = FFT, length = [1024] : (tensor<256x1024xcomplex<f32>>) -> tensor<256x1024xcomplex<f32>>
+  %1 = stablehlo.abs %0 : (tensor<256x1024xcomplex<f32>>) -> tensor<256x1024xf32>
+  return %1 : tensor<256x1024xf32>
+}
+
+// CHECK-LABEL: func.func @csmall
+// CHECK: stablehlo.fft %arg0, type = FFT{{.*}}sdy.sharding_per_value<[<@mesh, [{?}, {"x", ?}]>]>
+func.func @csmall(%x: tensor<16x128xcomplex<f32>> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> tensor<16x128xf32> {
+  %0 = stablehlo.fft %x, type = FFT, length = [128] : (tensor<16x128xcomplex<f32>>) -> tensor<16x128xcomplex<f32>>
+  %1 = stablehlo.abs %0 : (tensor<16x128xcomplex<f32>>) -> tensor<16x128xf32>
+  return %1 : tensor<16x128xf32>
+}
+
 // A closed result dim (the user's, on the op) takes nothing.
 // CHECK-LABEL: func.func @closed
 // CHECK: stablehlo.fft %arg0, type = RFFT{{.*}}sdy.sharding_per_value<[<@mesh, [{}, {}]>]>
