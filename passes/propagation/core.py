@@ -1065,6 +1065,9 @@ class Propagator:
         return changed
 
     def _relocation_pays(self, cost: CostModel, op: POp, k: int, axes: Axes) -> bool:
+        """`cost.relocation_pays` for operand `k` of FFT `op` split over
+        `axes` on its transformed dims (their product is the transform's
+        length; bytes from the slots' element types, 4 where unknown)."""
         p = self.p
         v = op.operands[k]
         operand = p.shapes[v]
@@ -1151,8 +1154,8 @@ class Propagator:
     ) -> tuple[int, Sh] | None:
         """Slot `v` (its dims' factors `tensor`): the dim factor `g` alone
         makes and the slot's sharding, where that dim is open and empty, no
-        dim uses `axes` and no sharding group or manual computation holds
-        the slot (else None)."""
+        dim uses `axes`, the slot may take them (not a manual computation's
+        manual axes) and no sharding group holds it (else None)."""
         if v in self.group_of:
             return None
         now = self.state[v]
