@@ -1039,28 +1039,10 @@ class Propagator:
                         found = self._free(t, dst_rule[j], fs[0], sh.mesh, axes)
                         if found is None:
                             continue
-                        e, now = found
                         if not backward and self.p.defs[t] != i:
                             continue
-                        dims = list(now.dims)
-                        dims[e] = axes
-                        self.state[t] = now._replace(dims=tuple(dims))
-                        self._notify(t, i)
-                        if self.record:
-                            self.prov.steps.append(
-                                Step(
-                                    t,
-                                    e,
-                                    axes,
-                                    i,
-                                    op.name,
-                                    op.loc,
-                                    "backward" if backward else "forward",
-                                    v,
-                                    _RELOCATION,
-                                    d,
-                                )
-                            )
+                        how = "backward" if backward else "forward"
+                        self._give(t, found, axes, i, op, how, v, d)
                         changed = True
         return changed
 
@@ -1106,32 +1088,36 @@ class Propagator:
             ]
             if any(t is None for t in targets):
                 continue
-            for j, r in enumerate(op.results):
-                found = targets[j]
+            for r, found in zip(op.results, targets, strict=True):
                 assert found is not None
-                e, now = found
-                dims = list(now.dims)
-                dims[e] = axes
-                self.state[r] = now._replace(dims=tuple(dims))
-                self._notify(r, i)
-                if self.record:
-                    source = op.operands[k]
-                    self.prov.steps.append(
-                        Step(
-                            r,
-                            e,
-                            axes,
-                            i,
-                            op.name,
-                            op.loc,
-                            "relocated",
-                            source,
-                            _RELOCATION,
-                            dim,
-                        )
-                    )
+                self._give(r, found, axes, i, op, "relocated", op.operands[k], dim)
             return True
         return False
+
+    def _give(
+        self,
+        v: int,
+        found: tuple[int, Sh],
+        axes: Axes,
+        i: int,
+        op: POp,
+        how: str,
+        source: int,
+        source_dim: int,
+    ) -> None:
+        """Puts `axes` on slot `v`'s dim `found[0]` (its sharding
+        `found[1]`), by op `i` from `source`'s `source_dim`: a step of the
+        relocation."""
+        e, now = found
+        dims = list(now.dims)
+        dims[e] = axes
+        self.state[v] = now._replace(dims=tuple(dims))
+        self._notify(v, i)
+        if self.record:
+            step = Step(
+                v, e, axes, i, op.name, op.loc, how, source, _RELOCATION, source_dim
+            )
+            self.prov.steps.append(step)
 
     def _free_dim(
         self, i: int, op: POp, j: int, g: int, mesh: str, axes: Axes
