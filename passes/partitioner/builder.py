@@ -196,6 +196,13 @@ class Builder:
         self.channel = 0
         # The pure ops written in the region being built, by what they are.
         self.written: dict[tuple[object, ...], list[Val]] = {}
+        # Write an all-gather along a dim with a bigger dim before it as a
+        # gather along dim 0 between transposes: XLA's CPU backend wants the
+        # gathered dim major and carries that layout through element-wise
+        # ops to an FFT, whose thunk refuses it (`RET_CHECK ...
+        # IsMonotonicWithDim0Major`; jax.jit fails so too). Set for modules
+        # with an FFT (`PartitionCtx`).
+        self.major_gathers = False
 
     # -- names and regions ---------------------------------------------------
 
@@ -531,6 +538,13 @@ class Builder:
     # -- collectives ------------------------------------------------------------
 
     def all_gather(self, a: Val, dim: int, groups: str, result: Ty) -> Val:
+        shape = a.ty.shape or ()
+        if self.major_gathers and any(n > 1 for n in shape[:dim]):
+            perm = [dim, *(d for d in range(len(shape)) if d != dim)]
+            out = result.shape or ()
+            first = result.with_shape([out[p] for p in perm])
+            moved = self.all_gather(self.transpose(a, perm), 0, groups, first)
+            return self.transpose(moved, [perm.index(d) for d in range(len(shape))])
         return self.op1(
             "stablehlo.all_gather",
             [a],

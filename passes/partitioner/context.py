@@ -190,6 +190,7 @@ class PartitionCtx:
         self.default = default
         self.cost = cost
         self.b = Builder()
+        self.b.major_gathers = any(n.op == "stablehlo.fft" for n in graph.nodes)
         self.scope = Scope(None)
         self.inline_depth = 0
         self.factor_cache: dict[object, tuple[DimAxes, ...]] = {}

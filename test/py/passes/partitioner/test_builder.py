@@ -94,3 +94,24 @@ def test_a_pad_of_nothing_is_its_operand() -> None:
     padded = b.pad(x, zero, [1], [0])
     assert padded.ty == Ty((5,), "f32")
     assert sum("stablehlo.pad" in line for line in b.lines) == 1
+
+
+def test_major_gathers_gather_along_dim_0_between_transposes() -> None:
+    # modules with an FFT (XLA's CPU FFT thunk refuses the layout a gather
+    # along a middle dim gives its neighbours)
+    b = Builder()
+    groups = "dense<[[0, 1]]> : tensor<1x2xi64>"
+    x = Val("%x", Ty((4, 1, 8), "f32"))
+    plain = b.all_gather(x, 1, groups, Ty((4, 2, 8), "f32"))
+    assert plain.ty == Ty((4, 2, 8), "f32")
+    assert sum("stablehlo.transpose" in line for line in b.lines) == 0
+    b.major_gathers = True
+    moved = b.all_gather(x, 1, groups, Ty((4, 2, 8), "f32"))
+    assert moved.ty == Ty((4, 2, 8), "f32")
+    text = "\n".join(b.lines)
+    assert text.count("stablehlo.transpose") == 2
+    assert "all_gather_dim = 0" in text
+    # nothing bigger than 1 before the gathered dim: the gather stays as it is
+    y = Val("%y", Ty((1, 4, 8), "f32"))
+    b.all_gather(y, 1, groups, Ty((1, 8, 8), "f32"))
+    assert "\n".join(b.lines).count("stablehlo.transpose") == 2

@@ -84,9 +84,6 @@ def test_transform_along_dim_0_and_a_3d_rfftn() -> None:
         return jnp.fft.irfftn(f[..., :3] * 0.5, s=x.shape[1:], axes=(1, 2, 3))
 
     check(along_rows, (rand(64, 16, seed=4),), MESH8, (P("x"),), P("x"))
-    # (A 3-D transform whose operand XLA's CPU backend all-gathers along a
-    # middle dim fails in XLA's FFT thunk, "IsMonotonicWithDim0Major", under
-    # jax.jit as under meshjit: docs/design.md. Not drawn here.)
     spec = P(None, None, None, "x")
     check(volume, (rand(8, 8, 16, 8, seed=5),), MESH8, (spec,), spec)
     spec = P("x", None, None, "y")
