@@ -775,6 +775,12 @@ _CANNOT_KEEP = frozenset({FactorKind.NEED_REPLICATION, FactorKind.BLOCKED})
 _RELOCATION = "relocation (axes an FFT moves to a batch dim)"
 
 
+def _transformed(rule: ShardingRule, factors: tuple[int, ...]) -> bool:
+    """Whether a dim made of `factors` is one the op transforms (cannot keep
+    axes on)."""
+    return bool(factors) and all(rule.kind(f) in _CANNOT_KEEP for f in factors)
+
+
 def _strip_axes(sh: Sh, manual: frozenset[str]) -> Sh:
     """The sharding seen inside a manual computation: without manual axes."""
 
@@ -969,17 +975,22 @@ class Propagator:
             for prio in rounds:
                 self._restore(prio)
                 self._op_priority_stages(f"p{prio}")
-        if self.o.relocate is not None:
+        ffts = [
+            i
+            for i, op in enumerate(self.p.ops)
+            if op.kind is OpKind.RULE and op.name in _RELOCATING
+        ]
+        if self.o.relocate is not None and ffts:
             # a relocated or passed-on sharding may reach another FFT
             for _ in range(_MAX_WALKS):
-                if not self._relocate(self.o.relocate):
+                if not self._relocate(self.o.relocate, ffts):
                     break
                 self._op_priority_stages(_RELOCATION)
         return self.state
 
     # -- relocation ---------------------------------------------------------
 
-    def _relocate(self, cost: CostModel) -> bool:
+    def _relocate(self, cost: CostModel, ffts: Sequence[int]) -> bool:
         """Where an FFT's operand has axes on a dim the op transforms (a
         factor that needs replication or is blocked), the partitioner moves
         them to a batch dim by an all-to-all and computes there; a result
@@ -990,20 +1001,18 @@ class Propagator:
         (there and, for the result, back) and 1/n of the transform cheaper
         than gathering the operand and transforming it whole on every
         device (small transforms gather: a launch costs more than their
-        bytes). True if a result changed."""
+        bytes). `ffts`: the FFT ops' indices. True if a result changed."""
         changed = False
-        for i, op in enumerate(self.p.ops):
-            if op.kind is not OpKind.RULE or op.name not in _RELOCATING:
-                continue
+        for i in ffts:
+            op = self.p.ops[i]
             for k, v in enumerate(op.operands):
                 sh = self.state[v]
                 if sh is None or sh.mesh in self.p.maximal:
                     continue
                 for d, axes in enumerate(sh.dims):
-                    factors = op.rule.operands[k][d] if axes else ()
                     if (
-                        factors
-                        and all(op.rule.kind(f) in _CANNOT_KEEP for f in factors)
+                        axes
+                        and _transformed(op.rule, op.rule.operands[k][d])
                         and self._relocation_pays(cost, op, k, axes)
                     ):
                         changed |= self._relocate_onto(i, op, k, sh, d, axes)
@@ -1056,7 +1065,7 @@ class Propagator:
         transformed = [
             n
             for n, fs in zip(operand, op.rule.operands[k], strict=True)
-            if fs and all(op.rule.kind(f) in _CANNOT_KEEP for f in fs)
+            if _transformed(op.rule, fs)
         ]
         length = math.prod(transformed)
         sizes = [math.prod(p.shapes[r]) for r in op.results]
