@@ -33,7 +33,8 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
 # an evenly divisible signature would move values at each call), and
 # relocating by the partitioner's cost model (`PropagatePass.relocate`: an
 # FFT's result takes the batch dim its all-to-all moves the transformed dim's
-# axes to, where that is cheaper than a gather).
+# axes to, where that is cheaper than a gather; a concatenation's result
+# takes axes that would split it unevenly on its split batch dim).
 def jit_propagation(cost: str) -> str:
     return (
         "import-shardings,propagate{callees=copies apply-sharding-constraints=true "

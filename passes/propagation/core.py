@@ -773,6 +773,33 @@ _LAST_STAGE = len(_STAGE_NAMES) - 1
 _RELOCATING = frozenset({"stablehlo.fft"})
 _CANNOT_KEEP = frozenset({FactorKind.NEED_REPLICATION, FactorKind.BLOCKED})
 _RELOCATION = "relocation (axes an FFT moves to a batch dim)"
+# Ops whose result may not take, under relocation, axes that would split a
+# dim they resize unevenly (a concatenation's dim 16 + 1 over 4 devices: the
+# partitioner would pad it to 20 and mask the padding before every
+# contraction, softmax and reduction that follows). The relocation step joins
+# such axes onto a dim of the result already split (the batch dim) that they
+# divide, where the partitioner moves them by one all-to-all; where no dim
+# can take them, the op passes them on unevenly as Shardy does.
+_EVEN = frozenset({"stablehlo.concatenate"})
+_EVEN_RELOCATION = "relocation (axes that would split a resized dim unevenly)"
+
+
+def _resized(problem: Problem, op: POp) -> tuple[int, ...]:
+    """The factors of `op` that make a dim alone whose size differs between
+    its tensors (a concatenation's dim)."""
+    found = []
+    tensors = (*op.operands, *op.results)
+    layouts = (*op.rule.operands, *op.rule.results)
+    for f in range(op.rule.num_factors):
+        sizes = {
+            problem.shapes[v][d]
+            for v, dims in zip(tensors, layouts, strict=True)
+            for d, fs in enumerate(dims)
+            if fs == (f,)
+        }
+        if len(sizes) > 1:
+            found.append(f)
+    return tuple(found)
 
 
 def _transformed(rule: ShardingRule, factors: tuple[int, ...]) -> bool:
@@ -960,6 +987,17 @@ class Propagator:
         self._blocked_seen: set[tuple[int, int, tuple[tuple[int, Axes], ...]]] = set()
         self._outcomes: dict[tuple[object, ...], tuple[Sh | None, ...]] = {}
         self._rules: dict[int, ShardingRule] = {}
+        # Under relocation: ops that keep uneven axes off the dims they
+        # resize (op -> those dims' factors), and those of them that pass
+        # such axes on after all (no dim could take them).
+        self._even: dict[int, tuple[int, ...]] = {}
+        self._uneven_ok: set[int] = set()
+        if options.relocate is not None:
+            for i, op in enumerate(problem.ops):
+                if op.kind is OpKind.RULE and op.name in _EVEN:
+                    resized = _resized(problem, op)
+                    if resized:
+                        self._even[i] = resized
 
     # -- priorities ---------------------------------------------------------
 
@@ -980,15 +1018,130 @@ class Propagator:
             for i, op in enumerate(self.p.ops)
             if op.kind is OpKind.RULE and op.name in _RELOCATING
         ]
-        if self.o.relocate is not None and ffts:
-            # a relocated or passed-on sharding may reach another FFT
+        if self.o.relocate is not None and (ffts or self._even):
+            # a relocated or passed-on sharding may reach another such op
             for _ in range(_MAX_WALKS):
-                if not self._relocate(self.o.relocate, ffts):
+                moved = bool(ffts) and self._relocate(self.o.relocate, ffts)
+                joined = self._join_uneven()
+                if not (moved or joined):
                     break
-                self._op_priority_stages(_RELOCATION)
+                self._op_priority_stages(_RELOCATION if moved else _EVEN_RELOCATION)
         return self.state
 
     # -- relocation ---------------------------------------------------------
+
+    def _even_dirs(self, i: int, dirs: tuple[int, ...]) -> tuple[int, ...] | None:
+        """`dirs` without the resized factors of op `i` whose axes in one of
+        its tensors do not divide that factor's dim in a result (they would
+        split it unevenly; the pieces a roll concatenates may be uneven)."""
+        op = self.p.ops[i]
+        tensors = (*op.operands, *op.results)
+        layouts = (*op.rule.operands, *op.rule.results)
+        out = list(dirs)
+        for f in self._even[i]:
+            if not out[f]:
+                continue
+            sizes, counts = [], []
+            for k, (v, dims) in enumerate(zip(tensors, layouts, strict=True)):
+                sh = self.state[v]
+                for d, fs in enumerate(dims):
+                    if fs == (f,):
+                        if k >= len(op.operands):
+                            sizes.append(self.p.shapes[v][d])
+                        if sh is not None and sh.dims[d]:
+                            counts.append(total_size(sh.dims[d]))
+            if any(n % c for n in sizes for c in counts):
+                out[f] = NONE
+        found = tuple(out)
+        if not any(found):
+            return None
+        return self._interned.setdefault(found, found)
+
+    def _join_uneven(self) -> bool:
+        """Each op that kept an operand's axes off a dim its results would
+        split unevenly (`_even_dirs`): its results take them on a dim
+        already split over the same mesh that they divide too (minor to the
+        axes there: the batch dim, where the partitioner moves them by an
+        all-to-all); where a result has no such dim, the op passes them on
+        unevenly from now on, as Shardy does. True if anything changed."""
+        changed = False
+        for i, resized in self._even.items():
+            if i in self._uneven_ok:
+                continue
+            op = self.p.ops[i]
+            for k, v in enumerate(op.operands):
+                sh = self.state[v]
+                if sh is None or sh.mesh in self.p.maximal:
+                    continue
+                for d, fs in enumerate(op.rule.operands[k]):
+                    axes = sh.dims[d]
+                    if not axes or len(fs) != 1 or fs[0] not in resized:
+                        continue
+                    targets = self._join_targets(i, op, fs[0], sh.mesh, axes)
+                    if targets is None:
+                        continue
+                    if not targets:
+                        self._uneven_ok.add(i)
+                        self.clean[i] = None
+                        changed = True
+                        continue
+                    for r, e, now in targets:
+                        joined = (*now.dims[e], *axes)
+                        self._give(
+                            r, (e, now), joined, i, op, "joined", v, d, _EVEN_RELOCATION
+                        )
+                    changed = True
+        return changed
+
+    def _join_targets(
+        self, i: int, op: POp, f: int, mesh: str, axes: Axes
+    ) -> list[tuple[int, int, Sh]] | None:
+        """Where op `i`'s results would split resized factor `f`'s dim
+        unevenly by `axes`: per result, its slot, the dim to join them onto
+        and its sharding (an empty list where some result has no such dim);
+        None where nothing is uneven or the results already use `axes`."""
+        found = []
+        for j, r in enumerate(op.results):
+            tensor = op.rule.results[j]
+            now = self.state[r]
+            if now is not None and any(
+                overlaps(a, b)
+                for a in axes
+                for b in (*[b for dim in now.dims for b in dim], *now.replicated)
+            ):
+                return None  # joined already, or taken there some other way
+            shape = self.p.shapes[r]
+            if all(
+                shape[d] % total_size(axes) == 0
+                for d, fs in enumerate(tensor)
+                if fs == (f,)
+            ):
+                return None
+            target = None
+            if (
+                now is not None
+                and now.mesh == mesh
+                and self.p.defs[r] == i
+                and r not in self.group_of
+                and not any(a[0] in self.p.forbidden.get(r, frozenset()) for a in axes)
+                and not now.unreduced
+            ):
+                for e, fs in enumerate(tensor):
+                    here = now.dims[e]
+                    if (
+                        len(fs) == 1
+                        and fs[0] != f
+                        and op.rule.kind(fs[0]) is FactorKind.PASS_THROUGH
+                        and here
+                        and not now.closed[e]
+                        and shape[e] % (total_size(here) * total_size(axes)) == 0
+                    ):
+                        target = (r, e, now)
+                        break
+            if target is None:
+                return []
+            found.append(target)
+        return found
 
     def _relocate(self, cost: CostModel, ffts: Sequence[int]) -> bool:
         """Where an FFT's operand has axes on a dim the op transforms (a
@@ -1113,6 +1266,7 @@ class Propagator:
         how: str,
         source: int,
         source_dim: int,
+        stage: str = _RELOCATION,
     ) -> None:
         """Puts `axes` on slot `v`'s dim `found[0]` (its sharding
         `found[1]`), by op `i` from `source`'s `source_dim`: a step of the
@@ -1123,9 +1277,7 @@ class Propagator:
         self.state[v] = now._replace(dims=tuple(dims))
         self._notify(v, i)
         if self.record:
-            step = Step(
-                v, e, axes, i, op.name, op.loc, how, source, _RELOCATION, source_dim
-            )
+            step = Step(v, e, axes, i, op.name, op.loc, how, source, stage, source_dim)
             self.prov.steps.append(step)
 
     def _free_dim(
@@ -1311,6 +1463,8 @@ class Propagator:
 
     def _propagate_op(self, i: int, stage: int) -> bool:
         dirs = self.dirs[i]
+        if dirs is not None and i in self._even and i not in self._uneven_ok:
+            dirs = self._even_dirs(i, dirs)
         if dirs is None or self.clean[i] is dirs:
             return False
         op = self.p.ops[i]

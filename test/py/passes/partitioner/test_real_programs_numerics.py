@@ -323,3 +323,45 @@ def test_fft_beside_a_gather_along_any_dim(dim: int) -> None:
     x = rand(8, 8, 16, 8, seed=6)
     check(volume, (x,), MESH8, (spec,), P(), rtol=1e-4)
     check(planes, (x,), MESH8, (spec,), P(), rtol=1e-4)
+
+
+def test_class_token_train_step_moves_tokens_split_to_the_batch() -> None:
+    """A ViT-style train step on images split by rows: patches split by
+    "y", a class token concatenated in front (17 tokens over 4 devices).
+    Propagation joins "y" onto the batch dim there (one all-to-all each way)
+    instead of padding the tokens to 20 and masking them before every
+    contraction and softmax that follows."""
+
+    def loss(params: Any, images: Any) -> Any:
+        patch, cls, wq, wk, wv, head = params
+        b = images.shape[0]
+        x = jax.lax.conv_general_dilated(
+            images, patch, (8, 8), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        )
+        x = x.reshape(b, -1, x.shape[-1])
+        x = jnp.concatenate([jnp.broadcast_to(cls, (b, 1, x.shape[-1])), x], axis=1)
+        q, k, v = x @ wq, x @ wk, x @ wv
+        att = jax.nn.softmax(q @ k.transpose(0, 2, 1) / 4.0, axis=-1)
+        x = x + att @ v
+        return jnp.mean((x[:, 0] @ head) ** 2)
+
+    def step(params: Any, images: Any) -> Any:
+        value, grads = jax.value_and_grad(loss)(params, images)
+        return value, jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+    params = (
+        rand(8, 8, 3, 16, seed=1, scale=0.1),
+        rand(1, 1, 16, seed=2),
+        *(rand(16, 16, seed=s, scale=0.3) for s in (3, 4, 5)),
+        rand(16, 4, seed=6, scale=0.3),
+    )
+    images = rand(8, 32, 32, 3, seed=7)
+    rep = (P(),) * len(params)
+    compiled = check(
+        step, (params, images), MESH24, (rep, P("x", "y")), (P(), rep), rtol=1e-4
+    )
+    text = compiled.as_text("partitioned")
+    assert "stablehlo.all_to_all" in text
+    # 17 whole tokens a device (batch split 8 ways), no padded 5-token blocks
+    assert "x17x16xf32>" in text
+    assert "x5x16xf32>" not in text
