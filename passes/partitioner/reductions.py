@@ -78,12 +78,18 @@ def _gather_together(
     dim: int,
     axes: DimAxes,
     reason: str,
+    carrier: str = "",
 ) -> list[Val]:
     """All-gathers of `values` (one shape) along `dim` over `axes`, as one
     where there are several (argmax's values and indices, top_k's
     candidates: one collective's latency, not two): their bits side by side
     along a new leading dim, as integers of the widest one's width
-    (`Builder.to_bits`); a type without bits (complex) is gathered alone."""
+    (`Builder.to_bits`); a type without bits (complex) is gathered alone.
+    With a `carrier` type as wide as each value (not a boolean), they ride
+    as that type instead and come back in it: a value of that type needs no
+    reinterpreting at either end, and the caller reads the others' bits
+    back where fewer remain (top_k: the k winners' indices, not all n k
+    candidates')."""
     b = ctx.b
     n = span(axes, ctx.mesh)
     shape = tuple(values[0].ty.shape or ())
@@ -97,17 +103,24 @@ def _gather_together(
             out.append(b.all_gather(v, dim, ctx.groups(axes), v.ty.with_shape(whole)))
         return out
     width = max(itemsize(v.ty.dtype) for v in values)
-    bits = [b.reshape(b.to_bits(v, width), (1, *shape)) for v in values]
+    carried = carrier != "" and all(
+        v.ty.dtype != "i1" and itemsize(v.ty.dtype) == itemsize(carrier) for v in values
+    )
+    if carried:
+        bits = [b.reshape(b.bitcast(v, carrier), (1, *shape)) for v in values]
+    else:
+        bits = [b.reshape(b.to_bits(v, width), (1, *shape)) for v in values]
     packed = b.concatenate(bits, 0)
     count = len(values)
     ctx.record("all-gather", axes, (n - 1) * count * math.prod(shape) * width, why)
     gathered = b.all_gather(
         packed, dim + 1, ctx.groups(axes), packed.ty.with_shape((count, *whole))
     )
-    return [
-        b.from_bits(b.reshape(b.slice_dim(gathered, 0, k, 1), whole), v.ty.dtype)
-        for k, v in enumerate(values)
-    ]
+    out = []
+    for k, v in enumerate(values):
+        row = b.reshape(b.slice_dim(gathered, 0, k, 1), whole)
+        out.append(row if carried else b.from_bits(row, v.ty.dtype))
+    return out
 
 
 def top_k(node: Node, ctx: PartitionCtx) -> None:
@@ -150,20 +163,28 @@ def top_k(node: Node, ctx: PartitionCtx) -> None:
     offset = b.convert(ctx.dim_offset(axes, block), indices.ty.dtype)
     indices = b.binary("stablehlo.add", indices, b.broadcast(offset, indices.ty))
     gathered = _gather_together(
-        ctx, node, [values, indices], last, axes, "top-k candidates of the blocks"
+        ctx,
+        node,
+        [values, indices],
+        last,
+        axes,
+        "top-k candidates of the blocks",
+        carrier=values.ty.dtype,
     )
-    outs = _merge_candidates(ctx, node, gathered, k)
+    outs = _merge_candidates(ctx, node, gathered, k, indices.ty.dtype)
     finish(ctx, node, lop, outs)
 
 
 def _merge_candidates(
-    ctx: PartitionCtx, node: Node, pair: Sequence[Val], k: int
+    ctx: PartitionCtx, node: Node, pair: Sequence[Val], k: int, index_type: str
 ) -> list[Val]:
-    """The top k of the gathered candidates (values, global indices): top_k
-    of the values picks positions (ties to the earlier candidate: the
+    """The top k of the gathered candidates (values, global indices, the
+    indices possibly as the values' type: `_gather_together`'s carrier):
+    top_k of the values picks positions (ties to the earlier candidate: the
     smaller index, as blocks and each block's candidates are in index
     order), and a gather takes the indices at those positions."""
     b = ctx.b
     values, indices = pair
     best, where = b.top_k(values, k)
-    return [best, b.take_along_last(indices, b.convert(where, indices.ty.dtype))]
+    taken = b.take_along_last(indices, b.convert(where, index_type))
+    return [best, b.bitcast(taken, index_type)]

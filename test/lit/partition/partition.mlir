@@ -357,6 +357,28 @@ func.func public @argmax_of_split_rows(%arg0: tensor<16x8xbf16> {sdy.sharding = 
 }
 
 // -----
+sdy.mesh @mesh = <["x"=4]>
+// top_k along a split row: each device takes the top 2 of its block, makes
+// the indices global, and the candidates travel in one all-gather with the
+// indices' bits as f32 beside the values; the values need no reinterpreting,
+// and only the 2 winners' indices are read back as i32.
+// CHECK-LABEL: func.func public @top_k_of_split_rows
+// CHECK: %[[VALUES:.*]], %[[INDICES:.*]] = chlo.top_k(%arg1, k = 2) : tensor<3x8xf32> -> (tensor<3x2xf32>, tensor<3x2xi32>)
+// CHECK: %[[GLOBAL:.*]] = stablehlo.add %[[INDICES]], %{{.*}} : tensor<3x2xi32>
+// CHECK: stablehlo.bitcast_convert %[[GLOBAL]] : (tensor<3x2xi32>) -> tensor<3x2xf32>
+// CHECK: "stablehlo.all_gather"
+// CHECK-SAME: -> tensor<2x3x8xf32>
+// CHECK-NOT: all_gather
+// CHECK: chlo.top_k(%{{.*}}, k = 2) : tensor<3x8xf32> -> (tensor<3x2xf32>, tensor<3x2xi32>)
+// CHECK: %[[TAKEN:.*]] = "stablehlo.gather"
+// CHECK-SAME: -> tensor<3x2xf32>
+// CHECK: stablehlo.bitcast_convert %[[TAKEN]] : (tensor<3x2xf32>) -> tensor<3x2xi32>
+func.func public @top_k_of_split_rows(%arg0: tensor<3x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> (tensor<3x2xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}, tensor<3x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {
+  %values, %indices = chlo.top_k(%arg0, k = 2) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>, <@mesh, [{}, {}]>]>} : tensor<3x32xf32> -> (tensor<3x2xf32>, tensor<3x2xi32>)
+  return %values, %indices : tensor<3x2xf32>, tensor<3x2xi32>
+}
+
+// -----
 sdy.mesh @mesh = <["x"=8]>
 // A counted loop (16 iterations) reads one row of a split carry it never
 // changes, as a scan reads its xs: the carry is gathered once before the loop
