@@ -105,10 +105,11 @@ class PropagatePass(ModulePass):
     # stays split instead of gathering the result. With it on, too, a
     # concatenation's result does not take axes that would split its
     # concatenated dim unevenly (16 + 1 tokens over 4): they join the axes
-    # of a dim already split that they divide (the batch dim), where the
-    # partitioner moves them by an all-to-all; where no dim can, they go on
-    # unevenly. Not Shardy's (off in `propagation-pipeline`; on in what
-    # `meshjit.jit` and `spmd-pipeline` run)
+    # of a dim already split that they divide, else take an empty leading
+    # dim they divide (the batch), where the partitioner moves them by an
+    # all-to-all; where no dim can, they go on unevenly. Not Shardy's (off
+    # in `propagation-pipeline`; on in what `meshjit.jit` and
+    # `spmd-pipeline` run)
     relocate: str = ""
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:

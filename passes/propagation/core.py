@@ -777,9 +777,10 @@ _RELOCATION = "relocation (axes an FFT moves to a batch dim)"
 # dim they resize unevenly (a concatenation's dim 16 + 1 over 4 devices: the
 # partitioner would pad it to 20 and mask the padding before every
 # contraction, softmax and reduction that follows). The relocation step joins
-# such axes onto a dim of the result already split (the batch dim) that they
-# divide, where the partitioner moves them by one all-to-all; where no dim
-# can take them, the op passes them on unevenly as Shardy does.
+# such axes onto a dim of the result already split, or its empty leading dim
+# (the batch dim), that they divide, where the partitioner moves them by one
+# all-to-all; where no dim can take them, the op passes them on unevenly as
+# Shardy does.
 _EVEN = frozenset({"stablehlo.concatenate"})
 _EVEN_RELOCATION = "relocation (axes that would split a resized dim unevenly)"
 
@@ -1061,9 +1062,12 @@ class Propagator:
         """Each op that kept an operand's axes off a dim its results would
         split unevenly (`_even_dirs`): its results take them on a dim
         already split over the same mesh that they divide too (minor to the
-        axes there: the batch dim, where the partitioner moves them by an
-        all-to-all); where a result has no such dim, the op passes them on
-        unevenly from now on, as Shardy does. True if anything changed."""
+        axes there), else on the leading dim if it is empty and they divide
+        it (the batch dim by convention; an empty dim further in may be a
+        feature dim that the next contraction sums over), where the
+        partitioner moves them by an all-to-all; where a result has no such
+        dim, the op passes them on unevenly from now on, as Shardy does.
+        True if anything changed."""
         changed = False
         for i, resized in self._even.items():
             if i in self._uneven_ok:
@@ -1098,8 +1102,9 @@ class Propagator:
     ) -> list[tuple[int, int, Sh]] | None:
         """Where op `i`'s results would split resized factor `f`'s dim
         unevenly by `axes`: per result, its slot, the dim to join them onto
-        and its sharding (an empty list where some result has no such dim);
-        None where nothing is uneven or the results already use `axes`."""
+        (`_join_uneven`) and its sharding (an empty list where some result
+        has no such dim); None where nothing is uneven or the results
+        already use `axes`."""
         found = []
         for j, r in enumerate(op.results):
             tensor = op.rule.results[j]
@@ -1118,6 +1123,8 @@ class Propagator:
             ):
                 return None
             target = None
+            if now is None and self.p.defs[r] == i:
+                now = Sh.open(mesh, len(shape))
             if (
                 now is not None
                 and now.mesh == mesh
@@ -1126,18 +1133,18 @@ class Propagator:
                 and not any(a[0] in self.p.forbidden.get(r, frozenset()) for a in axes)
                 and not now.unreduced
             ):
-                for e, fs in enumerate(tensor):
-                    here = now.dims[e]
-                    if (
-                        len(fs) == 1
-                        and fs[0] != f
-                        and op.rule.kind(fs[0]) is FactorKind.PASS_THROUGH
-                        and here
-                        and not now.closed[e]
-                        and shape[e] % (total_size(here) * total_size(axes)) == 0
-                    ):
-                        target = (r, e, now)
-                        break
+                fits = [
+                    e
+                    for e, fs in enumerate(tensor)
+                    if len(fs) == 1
+                    and fs[0] != f
+                    and op.rule.kind(fs[0]) is FactorKind.PASS_THROUGH
+                    and not now.closed[e]
+                    and shape[e] % (total_size(now.dims[e]) * total_size(axes)) == 0
+                ]
+                split = [e for e in fits if now.dims[e]]
+                if split or 0 in fits:
+                    target = (r, split[0] if split else 0, now)
             if target is None:
                 return []
             found.append(target)

@@ -40,11 +40,19 @@ func.func @nowhere(%p: tensor<2x16x128xf32> {sdy.sharding = #sdy.sharding<@mesh,
   return %0 : tensor<2x17x128xf32>
 }
 
-// An unsplit batch is not joined onto (it might be a feature dim that a
-// contraction sums over): uneven, as in Shardy.
+// An unsplit leading dim (the batch, by convention) takes them.
 // CHECK-LABEL: func.func @unsplit_batch
-// CHECK: stablehlo.concatenate {{.*}}sdy.sharding_per_value<[<@mesh, [{?}, {"y", ?}, {?}]>]>
+// CHECK: stablehlo.concatenate {{.*}}sdy.sharding_per_value<[<@mesh, [{"y", ?}, {?}, {?}]>]>
 func.func @unsplit_batch(%p: tensor<8x16x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"y"}, {}]>}, %cls: tensor<8x1x128xf32>) -> tensor<8x17x128xf32> {
   %0 = stablehlo.concatenate %cls, %p, dim = 1 : (tensor<8x1x128xf32>, tensor<8x16x128xf32>) -> tensor<8x17x128xf32>
   return %0 : tensor<8x17x128xf32>
+}
+
+// An empty dim further in is not joined onto (it may be a feature dim that
+// the next contraction sums over): the tokens split unevenly, as in Shardy.
+// CHECK-LABEL: func.func @feature_dim_only
+// CHECK: stablehlo.concatenate {{.*}}sdy.sharding_per_value<[<@mesh, [{"y", ?}, {?}]>]>
+func.func @feature_dim_only(%p: tensor<16x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"y"}, {}]>}, %cls: tensor<1x128xf32>) -> tensor<17x128xf32> {
+  %0 = stablehlo.concatenate %cls, %p, dim = 0 : (tensor<1x128xf32>, tensor<16x128xf32>) -> tensor<17x128xf32>
+  return %0 : tensor<17x128xf32>
 }

@@ -325,12 +325,21 @@ def test_fft_beside_a_gather_along_any_dim(dim: int) -> None:
     check(planes, (x,), MESH8, (spec,), P(), rtol=1e-4)
 
 
-def test_class_token_train_step_moves_tokens_split_to_the_batch() -> None:
-    """A ViT-style train step on images split by rows: patches split by
-    "y", a class token concatenated in front (17 tokens over 4 devices).
-    Propagation joins "y" onto the batch dim there (one all-to-all each way)
-    instead of padding the tokens to 20 and masking them before every
-    contraction and softmax that follows."""
+@pytest.mark.parametrize(
+    ("mesh", "spec", "batch"),
+    [(MESH24, P("x", "y"), 1), (MESH8, P(None, "x"), 2)],
+    ids=["batch2_height4", "height8"],
+)
+def test_class_token_train_step_moves_tokens_split_to_the_batch(
+    mesh: Mesh, spec: P, batch: int
+) -> None:
+    """A ViT-style train step on images split by rows: 4 rows of patches
+    split 4 ways (by "y", or by the 4-way sub-axis of "x" on height8), a
+    class token concatenated in front (17 tokens over 4 devices).
+    Propagation joins that axis onto the batch dim there (split by "x"
+    already, or empty) with one all-to-all each way, instead of padding the
+    tokens to 20 and masking them before every contraction and softmax that
+    follows."""
 
     def loss(params: Any, images: Any) -> Any:
         patch, cls, wq, wk, wv, head = params
@@ -357,11 +366,10 @@ def test_class_token_train_step_moves_tokens_split_to_the_batch() -> None:
     )
     images = rand(8, 32, 32, 3, seed=7)
     rep = (P(),) * len(params)
-    compiled = check(
-        step, (params, images), MESH24, (rep, P("x", "y")), (P(), rep), rtol=1e-4
-    )
+    compiled = check(step, (params, images), mesh, (rep, spec), (P(), rep), rtol=1e-4)
     text = compiled.as_text("partitioned")
     assert "stablehlo.all_to_all" in text
-    # 17 whole tokens a device (batch split 8 ways), no padded 5-token blocks
-    assert "x17x16xf32>" in text
+    # 17 whole tokens a device (the batch split 8 or 4 ways), no padded
+    # 5-token blocks
+    assert f"<{batch}x17x16xf32>" in text
     assert "x5x16xf32>" not in text
