@@ -34,7 +34,7 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
 # relocating by the partitioner's cost model (`PropagatePass.relocate`: an
 # FFT's result takes the batch dim its all-to-all moves the transformed dim's
 # axes to, where that is cheaper than a gather; a concatenation's result
-# takes axes that would split it unevenly on its split batch dim).
+# takes axes that would split it unevenly on its batch dim).
 def jit_propagation(cost: str) -> str:
     return (
         "import-shardings,propagate{callees=copies apply-sharding-constraints=true "
