@@ -11,6 +11,7 @@ from meshjit.compiler.pass_base import ModulePass
 from meshjit.compiler.registry import PipelineAlias
 from meshjit.passes.annotate_sharding_rules import AnnotateShardingRulesPass
 from meshjit.passes.auto_shard import AutoShardPass
+from meshjit.passes.batch_gathers import BatchGathersPass
 from meshjit.passes.export_shardings import ExportShardingsPass
 from meshjit.passes.import_shardings import ImportShardingsPass
 from meshjit.passes.partition import PartitionPass
@@ -19,6 +20,7 @@ from meshjit.passes.propagate import PropagatePass
 ALL_PASSES: tuple[type[ModulePass], ...] = (
     AnnotateShardingRulesPass,
     AutoShardPass,
+    BatchGathersPass,
     ExportShardingsPass,
     ImportShardingsPass,
     PartitionPass,
@@ -34,10 +36,13 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
 # relocating by the partitioner's cost model (`PropagatePass.relocate`: an
 # FFT's result takes the batch dim its all-to-all moves the transformed dim's
 # axes to, where that is cheaper than a gather; a concatenation's result
-# takes axes that would split it unevenly on its batch dim).
+# takes axes that would split it unevenly on its batch dim); before it, gathers
+# indexed by arange(n) along a batch dim are written as batched gathers
+# (`batch-gathers`).
 def jit_propagation(cost: str) -> str:
     return (
-        "import-shardings,propagate{callees=copies apply-sharding-constraints=true "
+        "batch-gathers,import-shardings,"
+        "propagate{callees=copies apply-sharding-constraints=true "
         f"relocate={cost}}},"
         "export-shardings{close-shardings=true even-callees=false}"
     )
@@ -81,7 +86,8 @@ ALL_PIPELINES: tuple[PipelineAlias, ...] = (
     ),
     PipelineAlias(
         "spmd-pipeline",
-        _PROPAGATION_PIPELINE.format(
+        "batch-gathers,"
+        + _PROPAGATION_PIPELINE.format(
             callees="copies", even=" even-callees=false", relocate=" relocate=cpu"
         )
         + ",partition",

@@ -373,3 +373,34 @@ def test_class_token_train_step_moves_tokens_split_to_the_batch(
     # 5-token blocks
     assert f"<{batch}x17x16xf32>" in text
     assert "x5x16xf32>" not in text
+
+
+def test_picking_each_rows_label_stays_on_the_rows_device() -> None:
+    """`logits[jnp.arange(n), labels]` (negative labels counting from the
+    end) on rows split 8 ways, and an NT-Xent loss that picks each row's
+    positive pair so: the gather is batched over the rows
+    (`batch-gathers`), so no device gathers the logits."""
+
+    def pick(logits: Any, labels: Any) -> Any:
+        return logits[jnp.arange(logits.shape[0]), labels]
+
+    logits = rand(64, 40, seed=1)
+    labels = np.random.default_rng(2).integers(-40, 40, 64).astype(np.int32)
+    compiled = check(pick, (logits, labels), MESH8, (P("x"), P("x")), P("x"))
+    assert "stablehlo.all_gather" not in compiled.as_text("partitioned")
+
+    def ntxent(z1: Any, z2: Any) -> Any:
+        z = jnp.concatenate([z1, z2], 0)
+        z = z / jnp.linalg.norm(z, axis=-1, keepdims=True)
+        sim = z @ z.T / 0.1
+        n = z1.shape[0]
+        sim = jnp.where(jnp.eye(2 * n, dtype=bool), -1e9, sim)
+        tgt = jnp.concatenate([jnp.arange(n) + n, jnp.arange(n)])
+        return (jax.nn.logsumexp(sim, -1) - sim[jnp.arange(2 * n), tgt]).mean()
+
+    args = (rand(64, 32, seed=3), rand(64, 32, seed=4))
+    compiled = check(ntxent, args, MESH8, (P("x"), P("x")), P())
+    # z is gathered for z @ z.T; the 128 x 128 similarities never are
+    for line in compiled.as_text("partitioned").splitlines():
+        if "all_gather" in line:
+            assert "128x128" not in line

@@ -1,0 +1,72 @@
+// RUN: %opt %s -p batch-gathers --split-input-file | filecheck %s
+// `x[jnp.arange(n), labels]` as jax lowers it: the index vector is an iota
+// (through jax's negative-index normalization, which picks it) beside the
+// labels. Written as a batched gather, row i of the operand and index i are
+// one factor: a batch split stays local. Without the rewrite the operand's
+// rows are an indexed dim the split index rows conflict with, and the
+// partitioner gathers the whole 64 KiB operand
+// (`test/lit/partition/batch_gathers.mlir`).
+
+// CHECK-LABEL: func.func public @pick_labels
+// CHECK-NOT: stablehlo.concatenate
+// CHECK: "stablehlo.gather"(%arg0, %{{.*}}) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [1], operand_batching_dims = [0], start_indices_batching_dims = [0], start_index_map = [1], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, 1>}> : (tensor<128x128xf32>, tensor<128x1xi32>) -> tensor<128xf32>
+sdy.mesh @mesh = <["x"=8]>
+func.func public @pick_labels(%arg0: tensor<128x128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %arg1: tensor<128xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> (tensor<128xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) {
+  %0 = stablehlo.iota dim = 0 : tensor<128xi32>
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %1 = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<i32>) -> tensor<128xi32>
+  %2 = stablehlo.compare LT, %0, %1, SIGNED : (tensor<128xi32>, tensor<128xi32>) -> tensor<128xi1>
+  %c_0 = stablehlo.constant dense<128> : tensor<i32>
+  %3 = stablehlo.broadcast_in_dim %c_0, dims = [] : (tensor<i32>) -> tensor<128xi32>
+  %4 = stablehlo.add %0, %3 : tensor<128xi32>
+  %5 = stablehlo.select %2, %4, %0 : tensor<128xi1>, tensor<128xi32>
+  %11 = stablehlo.broadcast_in_dim %5, dims = [0] : (tensor<128xi32>) -> tensor<128x1xi32>
+  %12 = stablehlo.broadcast_in_dim %arg1, dims = [0] : (tensor<128xi32>) -> tensor<128x1xi32>
+  %13 = stablehlo.concatenate %11, %12, dim = 1 : (tensor<128x1xi32>, tensor<128x1xi32>) -> tensor<128x2xi32>
+  %14 = "stablehlo.gather"(%arg0, %13) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1], start_index_map = [0, 1], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, 1>}> : (tensor<128x128xf32>, tensor<128x2xi32>) -> tensor<128xf32>
+  return %14 : tensor<128xf32>
+}
+
+// -----
+// The iota second in the index vector, a reshape instead of a broadcast,
+// no normalization, three components (one kept pair is concatenated again).
+// CHECK-LABEL: func.func public @second_of_three
+// CHECK: %[[KEPT:.*]] = stablehlo.concatenate %{{.*}}, %{{.*}}, dim = 1 : (tensor<16x1xi32>, tensor<16x1xi32>) -> tensor<16x2xi32>
+// CHECK: "stablehlo.gather"(%arg0, %[[KEPT]]) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 2], operand_batching_dims = [1], start_indices_batching_dims = [0], start_index_map = [0, 2], index_vector_dim = 1>
+sdy.mesh @mesh = <["x"=8]>
+func.func public @second_of_three(%arg0: tensor<4x16x8xf32>, %a: tensor<16x1xi32>, %b: tensor<16x1xi32>) -> tensor<16xf32> {
+  %0 = stablehlo.iota dim = 0 : tensor<16xi32>
+  %1 = stablehlo.reshape %0 : (tensor<16xi32>) -> tensor<16x1xi32>
+  %2 = stablehlo.concatenate %a, %1, %b, dim = 1 : (tensor<16x1xi32>, tensor<16x1xi32>, tensor<16x1xi32>) -> tensor<16x3xi32>
+  %3 = "stablehlo.gather"(%arg0, %2) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1, 2], start_index_map = [0, 1, 2], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, 1, 1>}> : (tensor<4x16x8xf32>, tensor<16x3xi32>) -> tensor<16xf32>
+  return %3 : tensor<16xf32>
+}
+
+// -----
+// Not rewritten: an arange shorter than the operand's dim (rows 0-63 of
+// 128: not a batching dim), and an iota that is not the whole index dim's
+// position (a normalization that does not pick it: `iota < 0` selects the
+// other way round).
+// CHECK-LABEL: func.func public @shorter
+// CHECK: stablehlo.concatenate
+// CHECK: collapsed_slice_dims = [0, 1], start_index_map = [0, 1]
+// CHECK-LABEL: func.func public @not_the_iota
+// CHECK: stablehlo.concatenate
+// CHECK: collapsed_slice_dims = [0, 1], start_index_map = [0, 1]
+sdy.mesh @mesh = <["x"=8]>
+func.func public @shorter(%arg0: tensor<128x128xf32>, %arg1: tensor<64x1xi32>) -> tensor<64xf32> {
+  %0 = stablehlo.iota dim = 0 : tensor<64x1xi32>
+  %1 = stablehlo.concatenate %0, %arg1, dim = 1 : (tensor<64x1xi32>, tensor<64x1xi32>) -> tensor<64x2xi32>
+  %2 = "stablehlo.gather"(%arg0, %1) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1], start_index_map = [0, 1], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, 1>}> : (tensor<128x128xf32>, tensor<64x2xi32>) -> tensor<64xf32>
+  return %2 : tensor<64xf32>
+}
+func.func public @not_the_iota(%arg0: tensor<128x128xf32>, %arg1: tensor<128x1xi32>) -> tensor<128xf32> {
+  %0 = stablehlo.iota dim = 0 : tensor<128xi32>
+  %c = stablehlo.constant dense<0> : tensor<128xi32>
+  %2 = stablehlo.compare LT, %0, %c, SIGNED : (tensor<128xi32>, tensor<128xi32>) -> tensor<128xi1>
+  %5 = stablehlo.select %2, %0, %c : tensor<128xi1>, tensor<128xi32>
+  %11 = stablehlo.broadcast_in_dim %5, dims = [0] : (tensor<128xi32>) -> tensor<128x1xi32>
+  %13 = stablehlo.concatenate %11, %arg1, dim = 1 : (tensor<128x1xi32>, tensor<128x1xi32>) -> tensor<128x2xi32>
+  %14 = "stablehlo.gather"(%arg0, %13) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1], start_index_map = [0, 1], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, 1>}> : (tensor<128x128xf32>, tensor<128x2xi32>) -> tensor<128xf32>
+  return %14 : tensor<128xf32>
+}
