@@ -23,6 +23,7 @@ before propagation.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -85,7 +86,14 @@ def _iota_dim(graph: Graph, vid: int) -> int | None:
     if node.op != "stablehlo.iota":
         return None
     info = op_info(graph, node)
-    return None if info is None else info.int_attr("iota_dimension")
+    if info is None:
+        return None
+    dim = info.int_attr("iota_dimension")
+    # an iota of a narrow integer type wraps past its largest value
+    bits = re.fullmatch(r"u?i(\d+)", graph.value(vid).dtype)
+    if bits is None or info.result_shapes[0][dim] > 1 << (int(bits.group(1)) - 1):
+        return None
+    return dim
 
 
 def _is_zero(graph: Graph, vid: int) -> bool:
