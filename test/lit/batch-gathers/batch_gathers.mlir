@@ -79,7 +79,8 @@ func.func public @not_the_iota(%arg0: tensor<128x128xf32>, %arg1: tensor<128x1xi
 // CHECK: collapsed_slice_dims = [0, 1], start_index_map = [0, 1]
 sdy.mesh @mesh = <["x"=8]>
 func.func public @narrow_iota(%arg0: tensor<200x8xf32>, %arg1: tensor<200x1xi8>) -> tensor<200xf32> {
-  %0 = stablehlo.iota dim = 0 : tensor<200x1xi8>
+  %i = stablehlo.iota dim = 0 : tensor<200xi8>
+  %0 = stablehlo.reshape %i : (tensor<200xi8>) -> tensor<200x1xi8>
   %1 = stablehlo.concatenate %0, %arg1, dim = 1 : (tensor<200x1xi8>, tensor<200x1xi8>) -> tensor<200x2xi8>
   %2 = "stablehlo.gather"(%arg0, %1) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1], start_index_map = [0, 1], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, 1>}> : (tensor<200x8xf32>, tensor<200x2xi8>) -> tensor<200xf32>
   return %2 : tensor<200xf32>
