@@ -75,23 +75,19 @@ def _iota_dim(graph: Graph, vid: int) -> int | None:
         if (
             test is None
             or test.op != "stablehlo.compare"
+            or test.attrs.get("comparison_direction") != "LT"
             or test.operands[0] != picked
             or not _is_zero(graph, test.operands[1])
         ):
             return None
-        info = op_info(graph, test)
-        if info is None or info.attrs.get("comparison_direction") != "LT":
-            return None
         return _iota_dim(graph, picked)
-    if node.op != "stablehlo.iota":
+    dim = node.attrs.get("iota_dimension")
+    value = graph.value(vid)
+    if node.op != "stablehlo.iota" or not isinstance(dim, int) or not value.shape:
         return None
-    info = op_info(graph, node)
-    if info is None:
-        return None
-    dim = info.int_attr("iota_dimension")
     # an iota of a narrow integer type wraps past its largest value
-    bits = re.fullmatch(r"u?i(\d+)", graph.value(vid).dtype)
-    if bits is None or info.result_shapes[0][dim] > 1 << (int(bits.group(1)) - 1):
+    bits = re.fullmatch(r"u?i(\d+)", value.dtype)
+    if bits is None or value.shape[dim] > 1 << (int(bits.group(1)) - 1):
         return None
     return dim
 
@@ -102,9 +98,7 @@ def _is_zero(graph: Graph, vid: int) -> bool:
         node = _producer(graph, node.operands[0])
     if node is None or node.op != "stablehlo.constant":
         return False
-    info = op_info(graph, node)
-    value = None if info is None else info.attrs.get("value")
-    return getattr(value, "splat", None) == 0
+    return getattr(node.attrs.get("value"), "splat", None) == 0
 
 
 def _piece_batch_dim(graph: Graph, vid: int, vector_dim: int) -> int | None:
@@ -118,10 +112,10 @@ def _piece_batch_dim(graph: Graph, vid: int, vector_dim: int) -> int | None:
     if shape is None or source is None:
         return None
     if node.op == "stablehlo.broadcast_in_dim":
-        info = op_info(graph, node)
-        if info is None:
+        attr = node.attrs.get("broadcast_dimensions")
+        if not isinstance(attr, tuple):
             return None
-        dims = info.int_array("broadcast_dimensions")
+        dims = tuple(d for d in attr if isinstance(d, int))
     elif node.op == "stablehlo.reshape":
         # only a unit dim inserted at the vector dim
         if list(source) != [s for d, s in enumerate(shape) if d != vector_dim]:

@@ -785,6 +785,11 @@ _EVEN = frozenset({"stablehlo.concatenate"})
 _EVEN_RELOCATION = "relocation (axes that would split a resized dim unevenly)"
 
 
+def _alone(tensor: Sequence[tuple[int, ...]], f: int) -> list[int]:
+    """The dims of a tensor (its dims' factors) that factor `f` makes alone."""
+    return [d for d, fs in enumerate(tensor) if fs == (f,)]
+
+
 def _resized(problem: Problem, op: POp) -> tuple[int, ...]:
     """The factors of `op` that make a dim alone whose size differs between
     its tensors (a concatenation's dim)."""
@@ -795,8 +800,7 @@ def _resized(problem: Problem, op: POp) -> tuple[int, ...]:
         sizes = {
             problem.shapes[v][d]
             for v, dims in zip(tensors, layouts, strict=True)
-            for d, fs in enumerate(dims)
-            if fs == (f,)
+            for d in _alone(dims, f)
         }
         if len(sizes) > 1:
             found.append(f)
@@ -1045,12 +1049,11 @@ class Propagator:
             sizes, counts = [], []
             for k, (v, dims) in enumerate(zip(tensors, layouts, strict=True)):
                 sh = self.state[v]
-                for d, fs in enumerate(dims):
-                    if fs == (f,):
-                        if k >= len(op.operands):
-                            sizes.append(self.p.shapes[v][d])
-                        if sh is not None and sh.dims[d]:
-                            counts.append(total_size(sh.dims[d]))
+                for d in _alone(dims, f):
+                    if k >= len(op.operands):
+                        sizes.append(self.p.shapes[v][d])
+                    if sh is not None and sh.dims[d]:
+                        counts.append(total_size(sh.dims[d]))
             if any(n % c for n in sizes for c in counts):
                 out[f] = NONE
         found = tuple(out)
@@ -1116,11 +1119,7 @@ class Propagator:
             ):
                 return None  # joined already, or taken there some other way
             shape = self.p.shapes[r]
-            if all(
-                shape[d] % total_size(axes) == 0
-                for d, fs in enumerate(tensor)
-                if fs == (f,)
-            ):
+            if all(shape[d] % total_size(axes) == 0 for d in _alone(tensor, f)):
                 return None
             target = None
             if now is None and self.p.defs[r] == i:
