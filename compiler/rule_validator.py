@@ -688,7 +688,7 @@ def _evaluators() -> dict[str, Evaluator]:
             update_window_dims=info.struct_ints(dn, "update_window_dims"),
             inserted_window_dims=info.struct_ints(dn, "inserted_window_dims"),
             scatter_dims_to_operand_dims=info.struct_ints(
-                dn, "scatter_dims_to_operand_dims"
+                dn, "scattered_dims_to_operand_dims"
             ),
             operand_batching_dims=info.struct_ints(dn, "input_batching_dims"),
             scatter_indices_batching_dims=info.struct_ints(
@@ -1154,7 +1154,7 @@ def _sdn(**kw: object) -> Mapping[str, object]:
         "inserted_window_dims": (),
         "input_batching_dims": (),
         "scatter_indices_batching_dims": (),
-        "scatter_dims_to_operand_dims": (),
+        "scattered_dims_to_operand_dims": (),
         "index_vector_dim": 0,
     }
     base.update(kw)
@@ -1507,7 +1507,7 @@ def standard_cases() -> list[Case]:
             scatter_dimension_numbers=_sdn(
                 update_window_dims=(1,),
                 inserted_window_dims=(0,),
-                scatter_dims_to_operand_dims=(0,),
+                scattered_dims_to_operand_dims=(0,),
                 index_vector_dim=1,
             ),
         ),
@@ -1523,7 +1523,7 @@ def standard_cases() -> list[Case]:
             scatter_dimension_numbers=_sdn(
                 update_window_dims=(1,),
                 inserted_window_dims=(0,),
-                scatter_dims_to_operand_dims=(0,),
+                scattered_dims_to_operand_dims=(0,),
                 index_vector_dim=1,
             ),
         ),
@@ -1540,7 +1540,7 @@ def standard_cases() -> list[Case]:
                 inserted_window_dims=(1,),
                 input_batching_dims=(0,),
                 scatter_indices_batching_dims=(0,),
-                scatter_dims_to_operand_dims=(1,),
+                scattered_dims_to_operand_dims=(1,),
                 index_vector_dim=2,
             ),
         ),

@@ -37,8 +37,8 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
 # FFT's result takes the batch dim its all-to-all moves the transformed dim's
 # axes to, where that is cheaper than a gather; a concatenation's result
 # takes axes that would split it unevenly on its batch dim); before it, gathers
-# indexed by arange(n) along a batch dim are written as batched gathers
-# (`batch-gathers`).
+# and scatters indexed by arange(n) along a batch dim are written as batched
+# ones (`batch-gathers`).
 def jit_propagation(cost: str) -> str:
     return (
         "batch-gathers,import-shardings,"

@@ -1,4 +1,4 @@
-"""Gathers that index a dim by its own position become batched gathers.
+"""Gathers and scatters that index a dim by its own position become batched.
 
 `x[jnp.arange(n), labels]` (a loss picking each row's label, a Q-value per
 action) lowers to a gather whose index vector holds two components: an iota
@@ -12,13 +12,19 @@ the operand's row and the index's batch dim are one factor, so a batch
 split stays local.
 
 Matched: an index vector built by `stablehlo.concatenate` along the index
-vector dim, one of whose pieces is `broadcast_in_dim` or `reshape` of an
-iota (or of jax's negative-index normalization of one, `select(iota < 0,
-iota + n, iota)`, which picks the iota: it is never negative), whose
+vector dim, one of whose pieces is an iota, or `broadcast_in_dim` or
+`reshape` of one (or of jax's negative-index normalization of one,
+`select(iota < 0, iota + n, iota)`, which picks the iota: it is never
+negative), whose
 varying dim becomes an index batch dim of the operand dim's full length,
 where that operand dim is collapsed with slice size 1 and is not batched
-yet. Not Shardy's: meshjit's own, run by `meshjit.jit` and `spmd-pipeline`
-before propagation.
+yet. The scatter that is such a gather's gradient (`jax.grad` of the loss
+above: a scatter-add of each row's gradient at the same index vector;
+`x.at[jnp.arange(n), labels].add(v)` too) is the same match on its indices
+(an inserted window dim has size 1): written as a batched scatter, each
+device adds into its own rows instead of gathering the indices and
+combining replicated results. Not Shardy's: meshjit's own, run by
+`meshjit.jit` and `spmd-pipeline` before propagation.
 """
 
 from __future__ import annotations
@@ -40,8 +46,6 @@ from meshjit.compiler.op_info import op_info
 from meshjit.compiler.pass_base import ModulePass
 
 __all__ = ["BatchGathersPass", "Batching", "plan_batching"]
-
-_DN = "dimension_numbers"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +108,9 @@ def _is_zero(graph: Graph, vid: int) -> bool:
 def _piece_batch_dim(graph: Graph, vid: int, vector_dim: int) -> int | None:
     """The index dim along which piece `vid` (one component wide along
     `vector_dim`) counts 0, 1, 2, ... over the whole dim, else None."""
+    itself = _iota_dim(graph, vid)
+    if itself is not None:  # an iota of the index's shape
+        return itself if itself != vector_dim else None
     node = _producer(graph, vid)
     if node is None:
         return None
@@ -132,22 +139,68 @@ def _piece_batch_dim(graph: Graph, vid: int, vector_dim: int) -> int | None:
     return target
 
 
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """Where a gather or a scatter keeps what the match reads: its dimension
+    numbers attribute and fields, and the position of its indices among the
+    operands."""
+
+    attr: str
+    collapsed: str
+    batching: str
+    index_batching: str
+    start_map: str
+    # the start map's name in the attribute's text (the bindings read a
+    # scatter's as `scattered_dims_to_operand_dims`)
+    start_map_text: str
+
+
+_GATHER = _Names(
+    "dimension_numbers",
+    "collapsed_slice_dims",
+    "operand_batching_dims",
+    "start_indices_batching_dims",
+    "start_index_map",
+    "start_index_map",
+)
+_SCATTER = _Names(
+    "scatter_dimension_numbers",
+    "inserted_window_dims",
+    "input_batching_dims",
+    "scatter_indices_batching_dims",
+    "scattered_dims_to_operand_dims",
+    "scatter_dims_to_operand_dims",
+)
+_NAMES = {"stablehlo.gather": _GATHER, "stablehlo.scatter": _SCATTER}
+
+
+def _indices_position(node: Node) -> int:
+    # a scatter's operands: its inputs, the indices, as many updates
+    return 1 if node.op == "stablehlo.gather" else (len(node.operands) - 1) // 2
+
+
 def plan_batching(graph: Graph, node: Node) -> Batching | None:
-    """The rewrite of gather `node`, or None where it does not match."""
+    """The rewrite of gather or scatter `node`, or None where it does not
+    match. A scatter's inserted window dims have window size 1 by
+    definition; a gather's collapsed dims too (slice size 1)."""
+    names = _NAMES.get(node.op)
     info = op_info(graph, node)
-    if info is None or len(node.operands) != 2:
+    if names is None or info is None:
+        return None
+    at = _indices_position(node)
+    if node.op == "stablehlo.gather" and len(node.operands) != 2:
         return None
     operand = info.operand_shapes[0]
-    indices = info.operand_shapes[1]
-    vector_dim = info.struct_int(_DN, "index_vector_dim")
+    indices = info.operand_shapes[at]
+    vector_dim = info.struct_int(names.attr, "index_vector_dim")
     if vector_dim >= len(indices):
         return None
-    start_map = info.struct_ints(_DN, "start_index_map")
-    collapsed = info.struct_ints(_DN, "collapsed_slice_dims")
-    batching = info.struct_ints(_DN, "operand_batching_dims")
-    index_batching = info.struct_ints(_DN, "start_indices_batching_dims")
-    sizes = info.int_array("slice_sizes")
-    concat = _producer(graph, node.operands[1])
+    start_map = info.struct_ints(names.attr, names.start_map)
+    collapsed = info.struct_ints(names.attr, names.collapsed)
+    batching = info.struct_ints(names.attr, names.batching)
+    index_batching = info.struct_ints(names.attr, names.index_batching)
+    sizes = info.int_array("slice_sizes") if node.op == "stablehlo.gather" else None
+    concat = _producer(graph, node.operands[at])
     if concat is None or concat.op != "stablehlo.concatenate":
         return None
     cinfo = op_info(graph, concat)
@@ -167,7 +220,7 @@ def plan_batching(graph: Graph, node: Node) -> Batching | None:
                 and dim in collapsed
                 and dim not in batching
                 and index_dim not in index_batching
-                and sizes[dim] == 1
+                and (sizes is None or sizes[dim] == 1)
                 and operand[dim] == indices[index_dim]
             ):
                 return Batching(node.id, component, dim, index_dim, k)
@@ -180,31 +233,38 @@ def _dims(values: list[int]) -> str:
 
 
 def _rewrite(graph: Graph, op: ir.Operation, plan: Batching) -> None:
+    """Rewrites gather or scatter `op` in place: the iota's component leaves
+    the index vector and its operand dim becomes a batching dim."""
     node = graph.node(plan.node)
+    names = _NAMES[node.op]
     info = op_info(graph, node)
     assert info is not None
-    vector_dim = info.struct_int(_DN, "index_vector_dim")
-    start_map = list(info.struct_ints(_DN, "start_index_map"))
+    at = _indices_position(node)
+    vector_dim = info.struct_int(names.attr, "index_vector_dim")
+    start_map = list(info.struct_ints(names.attr, names.start_map))
     del start_map[plan.component]
-    collapsed = list(info.struct_ints(_DN, "collapsed_slice_dims"))
+    collapsed = list(info.struct_ints(names.attr, names.collapsed))
     collapsed.remove(plan.operand_dim)
     pairs = sorted(
         zip(
-            (*info.struct_ints(_DN, "operand_batching_dims"), plan.operand_dim),
-            (*info.struct_ints(_DN, "start_indices_batching_dims"), plan.index_dim),
+            (*info.struct_ints(names.attr, names.batching), plan.operand_dim),
+            (*info.struct_ints(names.attr, names.index_batching), plan.index_dim),
             strict=True,
         )
     )
+    window = "offset_dims" if node.op == "stablehlo.gather" else "update_window_dims"
+    kind = "gather" if node.op == "stablehlo.gather" else "scatter"
     text = (
-        "#stablehlo.gather<offset_dims = "
-        f"{_dims(list(info.struct_ints(_DN, 'offset_dims')))}, "
-        f"collapsed_slice_dims = {_dims(collapsed)}, "
-        f"operand_batching_dims = {_dims([a for a, _ in pairs])}, "
-        f"start_indices_batching_dims = {_dims([b for _, b in pairs])}, "
-        f"start_index_map = {_dims(start_map)}, index_vector_dim = {vector_dim}>"
+        f"#stablehlo.{kind}<{window} = "
+        f"{_dims(list(info.struct_ints(names.attr, window)))}, "
+        f"{names.collapsed} = {_dims(collapsed)}, "
+        f"{names.batching} = {_dims([a for a, _ in pairs])}, "
+        f"{names.index_batching} = {_dims([b for _, b in pairs])}, "
+        f"{names.start_map_text} = {_dims(start_map)}, "
+        f"index_vector_dim = {vector_dim}>"
     )
     with op.location, ir.InsertionPoint(op):
-        concat = op.operands[1].owner
+        concat = op.operands[at].owner
         kept = [v for j, v in enumerate(concat.operands) if j != plan.piece]
         if len(kept) == 1:
             indices = kept[0]
@@ -220,26 +280,18 @@ def _rewrite(graph: Graph, op: ir.Operation, plan: Batching) -> None:
                 operands=kept,
                 attributes={"dimension": concat.attributes["dimension"]},
             ).result
-        # the index vectors were sorted with the iota first; what remains
-        # need not be
-        attrs = {"slice_sizes": op.attributes["slice_sizes"]}
-        attrs["indices_are_sorted"] = ir.BoolAttr.get(False)
-        attrs[_DN] = ir.Attribute.parse(text)
-        new = ir.Operation.create(
-            "stablehlo.gather",
-            results=[op.result.type],
-            operands=[op.operands[0], indices],
-            attributes=attrs,
-        )
-    op.result.replace_all_uses_with(new.result)
-    op.erase()
+    op.operands[at] = indices
+    op.attributes[names.attr] = ir.Attribute.parse(text)
+    # the index vectors were sorted with the iota first; what remains need
+    # not be (each (row, rest) index tuple is unchanged, so uniqueness holds)
+    op.attributes["indices_are_sorted"] = ir.BoolAttr.get(False)
     if next(iter(concat.result.uses), None) is None:
         concat.erase()
 
 
 @dataclass(frozen=True)
 class BatchGathersPass(ModulePass):
-    """Write gathers indexed by arange(n) along a batch dim as batched gathers."""
+    """Write gathers and scatters indexed by arange(n) as batched ones."""
 
     name: ClassVar[str] = "batch-gathers"
 
@@ -248,8 +300,7 @@ class BatchGathersPass(ModulePass):
         plans = [
             plan
             for node in graph.nodes
-            if node.op == "stablehlo.gather"
-            and (plan := plan_batching(graph, node)) is not None
+            if node.op in _NAMES and (plan := plan_batching(graph, node)) is not None
         ]
         if not plans:
             return

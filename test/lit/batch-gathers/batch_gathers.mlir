@@ -85,3 +85,66 @@ func.func public @narrow_iota(%arg0: tensor<200x8xf32>, %arg1: tensor<200x1xi8>)
   %2 = "stablehlo.gather"(%arg0, %1) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1], start_index_map = [0, 1], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, 1>}> : (tensor<200x8xf32>, tensor<200x2xi8>) -> tensor<200xf32>
   return %2 : tensor<200xf32>
 }
+
+// -----
+// The gradient of the pick above: a scatter-add of each row's gradient at
+// the same index vector (what `jax.grad` emits, and
+// `x.at[jnp.arange(n), labels].add(v)`). Written as a batched scatter the
+// same way: the iota's component leaves the index vector, its operand dim
+// (an inserted window dim, window size 1) becomes a batching dim, and
+// `unique_indices` stays (each (row, label) pair is the same tuple).
+// CHECK-LABEL: func.func public @scatter_add_labels
+// CHECK-NOT: stablehlo.concatenate
+// CHECK: "stablehlo.scatter"(%{{.*}}, %{{.*}}, %arg2) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [1], input_batching_dims = [0], scatter_indices_batching_dims = [0], scatter_dims_to_operand_dims = [1], index_vector_dim = 1>, unique_indices = true}>
+// CHECK: }) : (tensor<128x64xf32>, tensor<128x1xi32>, tensor<128xf32>) -> tensor<128x64xf32>
+sdy.mesh @mesh = <["x"=8]>
+func.func public @scatter_add_labels(%arg0: tensor<128x64xf32>, %arg1: tensor<128xi32>, %arg2: tensor<128xf32>) -> tensor<128x64xf32> {
+  %0 = stablehlo.iota dim = 0 : tensor<128xi32>
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %1 = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<i32>) -> tensor<128xi32>
+  %2 = stablehlo.compare LT, %0, %1, SIGNED : (tensor<128xi32>, tensor<128xi32>) -> tensor<128xi1>
+  %c_0 = stablehlo.constant dense<128> : tensor<i32>
+  %3 = stablehlo.broadcast_in_dim %c_0, dims = [] : (tensor<i32>) -> tensor<128xi32>
+  %4 = stablehlo.add %0, %3 : tensor<128xi32>
+  %5 = stablehlo.select %2, %4, %0 : tensor<128xi1>, tensor<128xi32>
+  %11 = stablehlo.broadcast_in_dim %5, dims = [0] : (tensor<128xi32>) -> tensor<128x1xi32>
+  %12 = stablehlo.broadcast_in_dim %arg1, dims = [0] : (tensor<128xi32>) -> tensor<128x1xi32>
+  %13 = stablehlo.concatenate %11, %12, dim = 1 : (tensor<128x1xi32>, tensor<128x1xi32>) -> tensor<128x2xi32>
+  %14 = "stablehlo.scatter"(%arg0, %13, %arg2) <{indices_are_sorted = true, scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 1>, unique_indices = true}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) : (tensor<128x64xf32>, tensor<128x2xi32>, tensor<128xf32>) -> tensor<128x64xf32>
+  return %14 : tensor<128x64xf32>
+}
+
+// -----
+// A scatter with an update window (rows of 4 features from column labels
+// picked per row: `x.at[arange, labels, :].set(v)`), two inputs at once
+// (variadic: the indices sit between the inputs and the updates). Not
+// rewritten: an arange over 64 of the operand's 128 rows.
+// CHECK-LABEL: func.func public @scatter_window_variadic
+// CHECK: "stablehlo.scatter"(%arg0, %arg1, %{{.*}}, %arg3, %arg4) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [1], input_batching_dims = [0], scatter_indices_batching_dims = [0], scatter_dims_to_operand_dims = [1], index_vector_dim = 1>}>
+// CHECK-LABEL: func.func public @scatter_shorter
+// CHECK: stablehlo.concatenate
+// CHECK: inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1]
+sdy.mesh @mesh = <["x"=8]>
+func.func public @scatter_window_variadic(%arg0: tensor<16x8x4xf32>, %arg1: tensor<16x8x4xf32>, %arg2: tensor<16x1xi32>, %arg3: tensor<16x4xf32>, %arg4: tensor<16x4xf32>) -> (tensor<16x8x4xf32>, tensor<16x8x4xf32>) {
+  %0 = stablehlo.iota dim = 0 : tensor<16x1xi32>
+  %1 = stablehlo.concatenate %0, %arg2, dim = 1 : (tensor<16x1xi32>, tensor<16x1xi32>) -> tensor<16x2xi32>
+  %2:2 = "stablehlo.scatter"(%arg0, %arg1, %1, %arg3, %arg4) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 1>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>, %c: tensor<f32>, %d: tensor<f32>):
+    stablehlo.return %c, %d : tensor<f32>, tensor<f32>
+  }) : (tensor<16x8x4xf32>, tensor<16x8x4xf32>, tensor<16x2xi32>, tensor<16x4xf32>, tensor<16x4xf32>) -> (tensor<16x8x4xf32>, tensor<16x8x4xf32>)
+  return %2#0, %2#1 : tensor<16x8x4xf32>, tensor<16x8x4xf32>
+}
+func.func public @scatter_shorter(%arg0: tensor<128x64xf32>, %arg1: tensor<64x1xi32>, %arg2: tensor<64xf32>) -> tensor<128x64xf32> {
+  %0 = stablehlo.iota dim = 0 : tensor<64x1xi32>
+  %1 = stablehlo.concatenate %0, %arg1, dim = 1 : (tensor<64x1xi32>, tensor<64x1xi32>) -> tensor<64x2xi32>
+  %2 = "stablehlo.scatter"(%arg0, %1, %arg2) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1], scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 1>, unique_indices = false}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) : (tensor<128x64xf32>, tensor<64x2xi32>, tensor<64xf32>) -> tensor<128x64xf32>
+  return %2 : tensor<128x64xf32>
+}

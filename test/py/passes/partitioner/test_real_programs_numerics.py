@@ -404,3 +404,44 @@ def test_picking_each_rows_label_stays_on_the_rows_device() -> None:
     for line in compiled.as_text("partitioned").splitlines():
         if "all_gather" in line:
             assert "128x128" not in line
+
+
+def test_cross_entropy_gradient_adds_into_each_rows_own_device() -> None:
+    """The gradient of `logits[jnp.arange(n), labels]` is a scatter-add at
+    the same index vector, and `x.at[jnp.arange(n), labels].add(v)` is one
+    too: on rows split 8 ways `batch-gathers` writes both as batched
+    scatters, so no device gathers the indices or adds into rows it does not
+    hold."""
+
+    def xent(w: Any, x: Any, labels: Any) -> Any:
+        logits = x @ w
+        n = logits.shape[0]
+        picked = logits[jnp.arange(n), labels]
+        return (jax.nn.logsumexp(logits, -1) - picked).mean()
+
+    args = (
+        rand(32, 48, seed=5, scale=0.2),
+        rand(64, 32, seed=6),
+        np.random.default_rng(7).integers(-48, 48, 64).astype(np.int32),
+    )
+    compiled = check(
+        jax.grad(xent, argnums=(0, 1)),
+        args,
+        MESH8,
+        (P(), P("x"), P("x")),
+        (P(), P("x")),
+    )
+    text = compiled.as_text("partitioned")
+    assert "stablehlo.all_gather" not in text
+    assert "input_batching_dims = [0]" in text
+
+    def add_at(x: Any, labels: Any, v: Any) -> Any:
+        return x.at[jnp.arange(x.shape[0]), labels].add(v)
+
+    args = (
+        rand(64, 40, seed=8),
+        np.random.default_rng(9).integers(0, 40, 64).astype(np.int32),
+        rand(64, seed=10),
+    )
+    compiled = check(add_at, args, MESH8, (P("x"), P("x"), P("x")), P("x"))
+    assert "stablehlo.all_gather" not in compiled.as_text("partitioned")
