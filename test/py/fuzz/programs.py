@@ -14,7 +14,8 @@ gather, max, ...) must match the reference bitwise; float arithmetic within
 tolerance. Ops whose result jumps when an input moves by one ulp (argmax,
 floor, convert) take exact inputs only. Programs are float32, int32 or
 complex64 (`programs(dtype=C64)`: elementwise, dots, sums, data movement,
-gathers, scatters, cumulative sums, sorts, windows, loops; no ordering ops but
+gathers, scatters, per-row picks (`v[jnp.arange(n), idx]` and updates at
+them), cumulative sums, sorts, windows, loops; no ordering ops but
 sort's lexicographic one).
 """
 
@@ -629,6 +630,34 @@ class _Builder:
             expr = f"({expr}) * 0.5"
         self.emit(expr, operands, exact)
 
+    def op_pick(self) -> None:
+        """Each row's own element, `v[jnp.arange(n), idx]` (as a loss picks
+        each row's label; labels may count from the end), or an update at
+        it, `v.at[jnp.arange(n), idx].add(u)` (its gradient's form):
+        `batch-gathers` writes both as batched ops."""
+        a = self.pick()
+        sa = self.shape(a)
+        if len(sa) < 2:
+            raise _Skip
+        n, m = sa[0], sa[1]
+        if self.draw(st.booleans()):
+            vid = self.new_input((n,), I32, m)
+            idx, extra = f"v{vid}", [vid]
+        else:
+            rng = np.random.default_rng(self.draw(st.integers(0, 2**16)))
+            idx = f"jnp.array({rng.integers(-m, m, n).tolist()}, jnp.int32)"
+            extra = []
+        where = f"jnp.arange({n}), {idx}"
+        if self.draw(st.booleans()):
+            self.emit(f"v{a}[{where}]", [a, *extra], True)
+            return
+        # one index per row: "set" has no duplicates to order
+        mode = self.draw(st.sampled_from(["add", "set"]))
+        upd = self.new_input((n, *sa[2:]))
+        expr = f"v{a}.at[{where}].{mode}(v{upd})"
+        exact = mode == "set" or self.dtype == I32
+        self.emit(expr, [a, *extra, upd], exact)
+
     def op_conv(self) -> None:
         if self.dtype == I32:
             raise _Skip
@@ -902,6 +931,7 @@ OPS: tuple[str, ...] = (
     "pad",
     "gather",
     "scatter",
+    "pick",
     "conv",
     "loop",
     "cond",
