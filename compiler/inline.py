@@ -67,6 +67,12 @@ def inline_calls(module: ir.Module, max_rounds: int = 64) -> int:
     return inlined
 
 
+def inline_call(call: ir.Operation, callee: ir.Operation) -> None:
+    """Inlines one `func.call` of `callee` (its body cloned before the call,
+    the call erased); the callee stays."""
+    _inline_one(call, callee)
+
+
 def _inline_one(call: ir.Operation, callee: ir.Operation) -> None:
     clone = callee.clone(ir.InsertionPoint(call))
     body = clone.regions[0].blocks[0]

@@ -13,6 +13,7 @@ from meshjit.passes.annotate_sharding_rules import AnnotateShardingRulesPass
 from meshjit.passes.auto_shard import AutoShardPass
 from meshjit.passes.batch_gathers import BatchGathersPass
 from meshjit.passes.export_shardings import ExportShardingsPass
+from meshjit.passes.fold_pads import FoldPadsPass
 from meshjit.passes.import_shardings import ImportShardingsPass
 from meshjit.passes.partition import PartitionPass
 from meshjit.passes.propagate import PropagatePass
@@ -22,6 +23,7 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
     AutoShardPass,
     BatchGathersPass,
     ExportShardingsPass,
+    FoldPadsPass,
     ImportShardingsPass,
     PartitionPass,
     PropagatePass,
@@ -38,10 +40,11 @@ ALL_PASSES: tuple[type[ModulePass], ...] = (
 # axes to, where that is cheaper than a gather; a concatenation's result
 # takes axes that would split it unevenly on its batch dim); before it, gathers
 # and scatters indexed by arange(n) along a batch dim are written as batched
-# ones (`batch-gathers`).
+# ones (`batch-gathers`) and pads that only widen a convolution's or
+# reduce_window's window become its padding (`fold-pads`).
 def jit_propagation(cost: str) -> str:
     return (
-        "batch-gathers,import-shardings,"
+        "batch-gathers,fold-pads,import-shardings,"
         "propagate{callees=copies apply-sharding-constraints=true "
         f"relocate={cost}}},"
         "export-shardings{close-shardings=true even-callees=false}"
@@ -86,7 +89,7 @@ ALL_PIPELINES: tuple[PipelineAlias, ...] = (
     ),
     PipelineAlias(
         "spmd-pipeline",
-        "batch-gathers,"
+        "batch-gathers,fold-pads,"
         + _PROPAGATION_PIPELINE.format(
             callees="copies", even=" even-callees=false", relocate=" relocate=cpu"
         )

@@ -510,3 +510,72 @@ def test_strided_window_past_the_end_reads_padding() -> None:
     jitted = meshjit.jit(f, in_shardings=(sh, NamedSharding(m, P())), out_shardings=out)
     got = np.asarray(jitted(jax.device_put(x, sh), k))
     np.testing.assert_allclose(got, np.asarray(jax.jit(f)(x, k)), rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("mesh", ["8", "2x4"])
+def test_pads_before_windows_fold_into_them(mesh: str) -> None:
+    """`jnp.pad` before a VALID window (a causal dilated convolution stack
+    as WaveNet writes it, its gradient, a max pool after a -inf pad): the
+    pad becomes the op's padding (`fold-pads`), so a time or height split
+    exchanges only the window's halo, one collective-permute per
+    convolution. A pad of 1.0 is not a convolution's padding: it stays, and
+    is right too."""
+    spec = P(None, "x") if mesh == "8" else P("x", "y")
+
+    def causal(ws: Any, x: Any) -> Any:
+        for i, w in enumerate(ws):
+            d = 2**i
+            xp = jnp.pad(x, ((0, 0), ((w.shape[0] - 1) * d, 0), (0, 0)))
+            y = jax.lax.conv_general_dilated(
+                xp,
+                w,
+                (1,),
+                "VALID",
+                rhs_dilation=(d,),
+                dimension_numbers=("NWC", "WIO", "NWC"),
+            )
+            x = x + jnp.tanh(y)
+        return x
+
+    ws = [rand(2, 8, 8, seed=i) * 0.3 for i in range(3)]
+    x = rand(2, 64, 8, seed=9)
+    compiled = run(
+        lambda w0, w1, w2, x: causal([w0, w1, w2], x),
+        [*ws, x],
+        mesh,
+        [P(), P(), P(), spec],
+        spec,
+    )
+    text = compiled.as_text("partitioned")
+    assert "stablehlo.pad" not in text
+    assert "all_gather" not in text
+    assert text.count("collective_permute") == 3
+
+    def loss(w0: Any, w1: Any, w2: Any, x: Any) -> Any:
+        return (causal([w0, w1, w2], x) ** 2).sum()
+
+    run(
+        jax.grad(loss, argnums=(0, 3)),
+        [*ws, x],
+        mesh,
+        [P(), P(), P(), spec],
+        (P(), spec),
+    )
+
+    def pool(x: Any) -> Any:
+        xp = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-jnp.inf)
+        return jax.lax.reduce_window(
+            xp, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "VALID"
+        )
+
+    img = rand(2, 32, 16, 4, seed=3)
+    compiled = run(pool, [img], mesh, [spec], spec)
+    assert "stablehlo.pad" not in compiled.as_text("partitioned")
+
+    def ones_pad(w: Any, x: Any) -> Any:
+        xp = jnp.pad(x, ((0, 0), (2, 0), (0, 0)), constant_values=1.0)
+        return jax.lax.conv_general_dilated(
+            xp, w, (1,), "VALID", dimension_numbers=("NWC", "WIO", "NWC")
+        )
+
+    run(ones_pad, [rand(3, 8, 8, seed=4) * 0.3, x], mesh, [P(), spec], spec)
