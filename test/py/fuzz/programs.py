@@ -15,8 +15,8 @@ tolerance. Ops whose result jumps when an input moves by one ulp (argmax,
 floor, convert) take exact inputs only. Programs are float32, int32 or
 complex64 (`programs(dtype=C64)`: elementwise, dots, sums, data movement,
 gathers, scatters, per-row picks (`v[jnp.arange(n), idx]` and updates at
-them), cumulative sums, sorts, windows, loops; no ordering ops but
-sort's lexicographic one).
+them), convolutions and pools after a `jnp.pad`, cumulative sums, sorts,
+windows, loops; no ordering ops but sort's lexicographic one).
 """
 
 from __future__ import annotations
@@ -691,15 +691,21 @@ class _Builder:
                     repr(((1, 0),) * spatial),
                     repr(((2, 1),) * spatial),
                     repr(((0, 3),) * spatial),
+                    "jnp.pad",  # zeros by jnp.pad, then VALID (`fold-pads`)
                 ]
             )
         )
+        operand = "{x}"
+        if padding == "jnp.pad":
+            amounts = self.draw(st.sampled_from([(1, 0), (2, 1), (0, 3), (4, 0)]))
+            widths = ((0, 0), *(amounts,) * spatial, (0, 0))
+            operand, padding = f"jnp.pad({{x}}, {widths!r})", "'VALID'"
         if any(d > 1 for d in lhs) and "'" in padding:
             padding = repr(((1, 1),) * spatial)  # SAME/VALID need lhs_dilation 1
         dn = ("NWC", "WIO", "NWC") if spatial == 1 else ("NHWC", "HWIO", "NHWC")
         scale = 1.0 / (math.prod(window) * (channels // groups))
         conv = (
-            f"jax.lax.conv_general_dilated({{x}}, {{k}}, {strides}, {padding}, "
+            f"jax.lax.conv_general_dilated({operand}, {{k}}, {strides}, {padding}, "
             f"lhs_dilation={lhs}, rhs_dilation={dilation}, dimension_numbers={dn}, "
             f"feature_group_count={groups}) * {scale!r}"
         )
@@ -875,6 +881,13 @@ class _Builder:
                     f"{step}, 'SAME') * 0.25"
                 )
                 exact = False
+            if self.draw(st.booleans()):  # padded by jnp.pad (`fold-pads`)
+                fill = pool.split(", ")[1]
+                widths = tuple((1, 1) if i == d else (0, 0) for i in range(len(sa)))
+                pool = pool.replace(
+                    "{t}", f"jnp.pad({{t}}, {widths!r}, constant_values={fill})"
+                )
+                pool = pool.replace("'SAME'", "'VALID'")
             if kind == "pool" or self.dtype == I32:
                 self.emit(pool.format(t=f"v{a}"), [a], exact)
             else:
