@@ -12,10 +12,12 @@ the operand's row and the index's batch dim are one factor, so a batch
 split stays local.
 
 Matched: an index vector built by `stablehlo.concatenate` along the index
-vector dim, one of whose pieces is an iota, or `broadcast_in_dim` or
-`reshape` of one (or of jax's negative-index normalization of one,
-`select(iota < 0, iota + n, iota)`, which picks the iota: it is never
-negative), whose
+vector dim, one of whose pieces counts along one of its dims over the
+whole dim: an iota, jax's negative-index normalization of one
+(`select(iota < 0, iota + n, iota)`, which picks the iota: it is never
+negative), and `broadcast_in_dim`s and unit-dim `reshape`s of those that
+keep the counted dim whole (`x[arange(b)[:, None], arange(s), labels]`
+counts along two dims, one a round), whose
 varying dim becomes an index batch dim of the operand dim's full length,
 where that operand dim is collapsed with slice size 1 and is not batched
 yet. The scatter that is such a gather's gradient (`jax.grad` of the loss
@@ -68,8 +70,9 @@ def _producer(graph: Graph, vid: int) -> Node | None:
 
 
 def _iota_dim(graph: Graph, vid: int) -> int | None:
-    """The dim along which value `vid` counts 0, 1, 2, ... (an iota, or
-    jax's normalization of one for negative indices), else None."""
+    """The dim along which value `vid` counts 0, 1, 2, ... over its whole
+    length (an iota; jax's normalization of one for negative indices;
+    a broadcast or a reshape of one that keeps that dim whole), else None."""
     node = _producer(graph, vid)
     if node is None:
         return None
@@ -85,8 +88,14 @@ def _iota_dim(graph: Graph, vid: int) -> int | None:
         ):
             return None
         return _iota_dim(graph, picked)
-    dim = node.attrs.get("iota_dimension")
     value = graph.value(vid)
+    if node.op in ("stablehlo.broadcast_in_dim", "stablehlo.reshape"):
+        source = graph.value(node.operands[0]).shape
+        counting = _iota_dim(graph, node.operands[0])
+        if counting is None or source is None or value.shape is None:
+            return None
+        return _carried(node, counting, source, value.shape)
+    dim = node.attrs.get("iota_dimension")
     if node.op != "stablehlo.iota" or not isinstance(dim, int) or not value.shape:
         return None
     # an iota of a narrow integer type wraps past its largest value
@@ -94,6 +103,27 @@ def _iota_dim(graph: Graph, vid: int) -> int | None:
     if bits is None or value.shape[dim] > 1 << (int(bits.group(1)) - 1):
         return None
     return dim
+
+
+def _carried(
+    node: Node, counting: int, source: tuple[int, ...], shape: tuple[int, ...]
+) -> int | None:
+    """Where broadcast or reshape `node` puts its operand's dim `counting`
+    whole, else None (a reshape only adds or drops unit dims)."""
+    if node.op == "stablehlo.broadcast_in_dim":
+        attr = node.attrs.get("broadcast_dimensions")
+        if not isinstance(attr, tuple) or counting >= len(attr):
+            return None
+        target = attr[counting]
+        if not isinstance(target, int) or source[counting] != shape[target]:
+            return None
+        return target
+    if [s for s in source if s != 1] != [s for s in shape if s != 1]:
+        return None
+    if source[counting] == 1:
+        return None
+    k = sum(1 for d in range(counting) if source[d] != 1)
+    return [d for d, s in enumerate(shape) if s != 1][k]
 
 
 def _is_zero(graph: Graph, vid: int) -> bool:
@@ -108,35 +138,8 @@ def _is_zero(graph: Graph, vid: int) -> bool:
 def _piece_batch_dim(graph: Graph, vid: int, vector_dim: int) -> int | None:
     """The index dim along which piece `vid` (one component wide along
     `vector_dim`) counts 0, 1, 2, ... over the whole dim, else None."""
-    itself = _iota_dim(graph, vid)
-    if itself is not None:  # an iota of the index's shape
-        return itself if itself != vector_dim else None
-    node = _producer(graph, vid)
-    if node is None:
-        return None
-    shape = graph.value(vid).shape
-    source = graph.value(node.operands[0]).shape if node.operands else None
-    if shape is None or source is None:
-        return None
-    if node.op == "stablehlo.broadcast_in_dim":
-        attr = node.attrs.get("broadcast_dimensions")
-        if not isinstance(attr, tuple):
-            return None
-        dims = tuple(d for d in attr if isinstance(d, int))
-    elif node.op == "stablehlo.reshape":
-        # only a unit dim inserted at the vector dim
-        if list(source) != [s for d, s in enumerate(shape) if d != vector_dim]:
-            return None
-        dims = tuple(d if d < vector_dim else d + 1 for d in range(len(source)))
-    else:
-        return None
-    counting = _iota_dim(graph, node.operands[0])
-    if counting is None:
-        return None
-    target = dims[counting]
-    if target == vector_dim or source[counting] != shape[target]:
-        return None
-    return target
+    counting = _iota_dim(graph, vid)
+    return counting if counting is not None and counting != vector_dim else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,15 +299,23 @@ class BatchGathersPass(ModulePass):
     name: ClassVar[str] = "batch-gathers"
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
-        graph = read_graph(module, diags.source_name)
-        plans = [
-            plan
-            for node in graph.nodes
-            if node.op in _NAMES and (plan := plan_batching(graph, node)) is not None
-        ]
-        if not plans:
-            return
-        handles = op_handles(module)
-        for plan in plans:
-            _rewrite(graph, handles[plan.node], plan)
-        invalidate_graphs(module)
+        # one iota component of an op a round: an index vector with several
+        # (`x[arange(b)[:, None], arange(s), labels]`) takes one round each
+        for _ in range(_MAX_ROUNDS):
+            graph = read_graph(module, diags.source_name)
+            plans = [
+                plan
+                for node in graph.nodes
+                if node.op in _NAMES
+                and (plan := plan_batching(graph, node)) is not None
+            ]
+            if not plans:
+                return
+            handles = op_handles(module)
+            for plan in plans:
+                _rewrite(graph, handles[plan.node], plan)
+            invalidate_graphs(module)
+
+
+# an index vector with more iota components than this is left partly as is
+_MAX_ROUNDS = 8

@@ -148,3 +148,55 @@ func.func public @scatter_shorter(%arg0: tensor<128x64xf32>, %arg1: tensor<64x1x
   }) : (tensor<128x64xf32>, tensor<64x2xi32>, tensor<64xf32>) -> tensor<128x64xf32>
   return %2 : tensor<128x64xf32>
 }
+
+// -----
+// `x[jnp.arange(b)[:, None], jnp.arange(s)[None, :], labels]`: two
+// components count (each through jax's normalization and broadcasts that
+// keep its dim whole), one per round: both rows and positions become
+// batching dims, only the labels stay in the index vector.
+// CHECK-LABEL: func.func public @two_aranges
+// CHECK: "stablehlo.gather"(%arg0, %{{.*}}) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [2], operand_batching_dims = [0, 1], start_indices_batching_dims = [0, 1], start_index_map = [2], index_vector_dim = 2>
+// CHECK-SAME: (tensor<4x16x32xf32>, tensor<4x16x1xi32>) -> tensor<4x16xf32>
+sdy.mesh @mesh = <["x"=8]>
+func.func public @two_aranges(%arg0: tensor<4x16x32xf32>, %arg1: tensor<4x16xi32>) -> tensor<4x16xf32> {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %c4 = stablehlo.constant dense<4> : tensor<i32>
+  %c16 = stablehlo.constant dense<16> : tensor<i32>
+  %0 = stablehlo.iota dim = 0 : tensor<4xi32>
+  %1 = stablehlo.broadcast_in_dim %0, dims = [0] : (tensor<4xi32>) -> tensor<4x1xi32>
+  %2 = stablehlo.iota dim = 0 : tensor<16xi32>
+  %3 = stablehlo.broadcast_in_dim %2, dims = [1] : (tensor<16xi32>) -> tensor<1x16xi32>
+  %z1 = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<i32>) -> tensor<4x1xi32>
+  %lt1 = stablehlo.compare LT, %1, %z1, SIGNED : (tensor<4x1xi32>, tensor<4x1xi32>) -> tensor<4x1xi1>
+  %n1 = stablehlo.broadcast_in_dim %c4, dims = [] : (tensor<i32>) -> tensor<4x1xi32>
+  %a1 = stablehlo.add %1, %n1 : tensor<4x1xi32>
+  %s1 = stablehlo.select %lt1, %a1, %1 : tensor<4x1xi1>, tensor<4x1xi32>
+  %z2 = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<i32>) -> tensor<1x16xi32>
+  %lt2 = stablehlo.compare LT, %3, %z2, SIGNED : (tensor<1x16xi32>, tensor<1x16xi32>) -> tensor<1x16xi1>
+  %n2 = stablehlo.broadcast_in_dim %c16, dims = [] : (tensor<i32>) -> tensor<1x16xi32>
+  %a2 = stablehlo.add %3, %n2 : tensor<1x16xi32>
+  %s2 = stablehlo.select %lt2, %a2, %3 : tensor<1x16xi1>, tensor<1x16xi32>
+  %b1 = stablehlo.broadcast_in_dim %s1, dims = [0, 1] : (tensor<4x1xi32>) -> tensor<4x16xi32>
+  %b2 = stablehlo.broadcast_in_dim %s2, dims = [0, 1] : (tensor<1x16xi32>) -> tensor<4x16xi32>
+  %p1 = stablehlo.broadcast_in_dim %b1, dims = [0, 1] : (tensor<4x16xi32>) -> tensor<4x16x1xi32>
+  %p2 = stablehlo.broadcast_in_dim %b2, dims = [0, 1] : (tensor<4x16xi32>) -> tensor<4x16x1xi32>
+  %p3 = stablehlo.broadcast_in_dim %arg1, dims = [0, 1] : (tensor<4x16xi32>) -> tensor<4x16x1xi32>
+  %idx = stablehlo.concatenate %p1, %p2, %p3, dim = 2 : (tensor<4x16x1xi32>, tensor<4x16x1xi32>, tensor<4x16x1xi32>) -> tensor<4x16x3xi32>
+  %r = "stablehlo.gather"(%arg0, %idx) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1, 2], start_index_map = [0, 1, 2], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 1, 1, 1>}> : (tensor<4x16x32xf32>, tensor<4x16x3xi32>) -> tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}
+
+// -----
+// Not rewritten: a broadcast that expands the counted dim (an arange of 1
+// broadcast over 16 rows counts nothing).
+// CHECK-LABEL: func.func public @expanded
+// CHECK: stablehlo.concatenate
+// CHECK: collapsed_slice_dims = [0, 1], start_index_map = [0, 1]
+sdy.mesh @mesh = <["x"=8]>
+func.func public @expanded(%arg0: tensor<16x8xf32>, %arg1: tensor<16x1xi32>) -> tensor<16xf32> {
+  %0 = stablehlo.iota dim = 0 : tensor<1xi32>
+  %1 = stablehlo.broadcast_in_dim %0, dims = [0] : (tensor<1xi32>) -> tensor<16x1xi32>
+  %2 = stablehlo.concatenate %1, %arg1, dim = 1 : (tensor<16x1xi32>, tensor<16x1xi32>) -> tensor<16x2xi32>
+  %3 = "stablehlo.gather"(%arg0, %2) <{dimension_numbers = #stablehlo.gather<collapsed_slice_dims = [0, 1], start_index_map = [0, 1], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: 1, 1>}> : (tensor<16x8xf32>, tensor<16x2xi32>) -> tensor<16xf32>
+  return %3 : tensor<16xf32>
+}

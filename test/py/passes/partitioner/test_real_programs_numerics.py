@@ -445,3 +445,25 @@ def test_cross_entropy_gradient_adds_into_each_rows_own_device() -> None:
     )
     compiled = check(add_at, args, MESH8, (P("x"), P("x"), P("x")), P("x"))
     assert "stablehlo.all_gather" not in compiled.as_text("partitioned")
+
+
+def test_picking_by_two_aranges_stays_local() -> None:
+    """`x[arange(b)[:, None], arange(s), labels]` (a per-token pick written
+    with explicit aranges) and its gradient on batch x sequence split 2 x 4:
+    both aranges become batching dims (`batch-gathers`, one a round), so
+    neither the pick nor the scatter-add gathers anything."""
+
+    def pick(x: Any, labels: Any) -> Any:
+        b, s, _ = x.shape
+        return x[jnp.arange(b)[:, None], jnp.arange(s)[None, :], labels]
+
+    def grad(x: Any, labels: Any) -> Any:
+        return jax.grad(lambda x: (pick(x, labels) ** 2).sum())(x)
+
+    args = (
+        rand(4, 16, 32, seed=11),
+        np.random.default_rng(12).integers(-32, 32, (4, 16)).astype(np.int32),
+    )
+    for fn in (pick, grad):
+        compiled = check(fn, args, MESH24, (P("x", "y"), P("x", "y")), P("x", "y"))
+        assert "stablehlo.all_gather" not in compiled.as_text("partitioned")
