@@ -205,6 +205,7 @@ def _rewrite(op: ir.Operation, handles: Sequence[ir.Operation], plan: Fold) -> N
 
 _WINDOWED = ("stablehlo.convolution", "stablehlo.reduce_window")
 _VALUE_OPS = ("stablehlo.convert", "stablehlo.constant")
+_SHARDING_ATTRS = ("sdy.sharding", "mhlo.sharding")
 
 
 def _pad_wrappers(module: ir.Module) -> dict[str, ir.Operation]:
@@ -219,7 +220,12 @@ def _pad_wrappers(module: ir.Module) -> dict[str, ir.Operation]:
         if ir.StringAttr(func.attributes["sym_visibility"]).value != "private":
             continue
         blocks = list(func.regions[0].blocks)
-        if len(blocks) != 1:
+        signature = " ".join(
+            str(func.attributes[a])
+            for a in ("arg_attrs", "res_attrs")
+            if a in func.attributes
+        )
+        if len(blocks) != 1 or any(s in signature for s in _SHARDING_ATTRS):
             continue
         ops = [o.operation for o in blocks[0].operations]
         names = [o.name for o in ops]
@@ -252,7 +258,9 @@ def _inline_pad_calls(module: ir.Module) -> bool:
             callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
             if callee in wrappers:
                 uses = [u.owner.name for u in op.results[0].uses]
-                if any(name in _WINDOWED for name in uses):
+                # a sharding on the call's result would go with the call
+                sharded = any(a in op.attributes for a in _SHARDING_ATTRS)
+                if not sharded and any(name in _WINDOWED for name in uses):
                     calls.append(op)
                 else:
                     remaining.add(callee)

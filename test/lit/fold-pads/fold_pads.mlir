@@ -94,3 +94,22 @@ func.func public @kept(%arg0: tensor<2x16x4xf32>, %w: tensor<3x4x4xf32>, %w5: te
   }) : (tensor<2x18x4xf32>, tensor<f32>) -> tensor<2x16x4xf32>
   return %c0, %c1, %c2, %c3, %c4, %r5 : tensor<2x15x4xf32>, tensor<2x14x4xf32>, tensor<2x29x4xf32>, tensor<2x13x4xf32>, tensor<2x31x4xf32>, tensor<2x16x4xf32>
 }
+
+// -----
+// Not inlined: a wrapper call whose result carries a sharding (it would be
+// lost with the call).
+// CHECK-LABEL: func.func public @sharded_call
+// CHECK: call @_pad_s
+// CHECK: func.func private @_pad_s
+sdy.mesh @mesh = <["x"=8]>
+func.func public @sharded_call(%arg0: tensor<2x64x8xf32>, %arg1: tensor<2x8x8xf32>) -> tensor<2x64x8xf32> {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %0 = call @_pad_s(%arg0, %c) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}]>]>} : (tensor<2x64x8xf32>, tensor<i32>) -> tensor<2x65x8xf32>
+  %1 = stablehlo.convolution(%0, %arg1) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {stride = [1], pad = [[0, 0]], lhs_dilate = [1], rhs_dilate = [1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x65x8xf32>, tensor<2x8x8xf32>) -> tensor<2x64x8xf32>
+  return %1 : tensor<2x64x8xf32>
+}
+func.func private @_pad_s(%arg0: tensor<2x64x8xf32>, %arg1: tensor<i32>) -> tensor<2x65x8xf32> {
+  %0 = stablehlo.convert %arg1 : (tensor<i32>) -> tensor<f32>
+  %1 = stablehlo.pad %arg0, %0, low = [0, 1, 0], high = [0, 0, 0], interior = [0, 0, 0] : (tensor<2x64x8xf32>, tensor<f32>) -> tensor<2x65x8xf32>
+  return %1 : tensor<2x65x8xf32>
+}
