@@ -158,8 +158,8 @@ def plan_fold(graph: Graph, node: Node, handles: Sequence[ir.Operation]) -> Fold
     None where there is none to fold (`handles`: the module's operations by
     node id, for constants' values)."""
     pad = _pad_of(graph, node) if node.operands else None
-    if pad is None:
-        return None
+    if pad is None or any(a in pad.attrs for a in _SHARDING_ATTRS):
+        return None  # a sharding on the pad would go with it
     shape = graph.value(pad.results[0]).shape
     if shape is None:
         return None

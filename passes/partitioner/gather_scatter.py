@@ -86,7 +86,7 @@ def scatter(node: Node, ctx: PartitionCtx) -> None:
     if len(node.operands) == 3:
         operand_layout = project(rule.operands[0], lop.factors, ctx.mesh)
         if any(operand_layout):
-            out = _local_scatter(ctx, node, lop, operand_layout)
+            out = _local_scatter(ctx, node, lop, operand_layout, combiner)
             finish(ctx, node, lop, [out])
             return
     emit(ctx, node, lop)
@@ -193,13 +193,19 @@ def _masked_gather(
 
 
 def _local_scatter(
-    ctx: PartitionCtx, node: Node, lop: LocalOp, operand_layout: Layout
+    ctx: PartitionCtx,
+    node: Node,
+    lop: LocalOp,
+    operand_layout: Layout,
+    combiner: str | None,
 ) -> Val:
     """A scatter into this device's block of an operand split along the
-    dims it scatters into: indices are shifted into the block, and updates
-    for other blocks are sent to a scratch row appended to the block (the
+    dims it scatters into: indices are shifted into the block. The
     behaviour of out-of-bounds scatter indices is implementation-defined,
-    so none is relied on), which is sliced off afterwards."""
+    so none is relied on: under `add` an update for another block becomes a
+    zero added at the block's first position (no copy of the block); under
+    other combiners (a replace has no update that changes nothing) it goes
+    to a scratch row appended to the block, sliced off afterwards."""
     b = ctx.b
     dims = node.attrs.get("scatter_dimension_numbers")
     assert isinstance(dims, Mapping)
@@ -220,6 +226,25 @@ def _local_scatter(
         ctx, shifted, _spread(ctx, limits, idx_ty, vector_dim), vector_dim
     )
     keep = [d for d in range(idx_ty.rank) if d != vector_dim]
+    if combiner == "stablehlo.add":
+        # the gradient of a gather from a split table: a zero added in
+        # place of each update for another block (an embedding table's
+        # block is not copied twice through a scratch row)
+        window = set(ints(dims.get("update_window_dims")))
+        up_ty = updates.ty
+        batch = [d for d in range(up_ty.rank) if d not in window]
+        kept = b.select(
+            b.broadcast(mask, up_ty.with_dtype("i1"), batch),
+            updates,
+            b.zeros(up_ty),
+        )
+        if mask.ty != idx_ty.with_dtype("i1"):
+            mask = b.broadcast(mask, idx_ty.with_dtype("i1"), keep)
+        inside = b.select(mask, shifted, b.splat(idx_ty, "0"))
+        region = ctx.verbatim_region(node.regions[0][0])
+        return b.op1(
+            "stablehlo.scatter", [block, inside, kept], block.ty, lop.attrs, [region]
+        )
     if mask.ty != idx_ty.with_dtype("i1"):
         mask = b.broadcast(mask, idx_ty.with_dtype("i1"), keep)
     scalar = Ty((), idx_ty.dtype)

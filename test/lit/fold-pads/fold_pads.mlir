@@ -113,3 +113,15 @@ func.func private @_pad_s(%arg0: tensor<2x64x8xf32>, %arg1: tensor<i32>) -> tens
   %1 = stablehlo.pad %arg0, %0, low = [0, 1, 0], high = [0, 0, 0], interior = [0, 0, 0] : (tensor<2x64x8xf32>, tensor<f32>) -> tensor<2x65x8xf32>
   return %1 : tensor<2x65x8xf32>
 }
+
+// -----
+// Not folded: a pad that carries a sharding (a module propagated before).
+// CHECK-LABEL: func.func public @sharded_pad
+// CHECK: stablehlo.pad
+sdy.mesh @mesh = <["x"=8]>
+func.func public @sharded_pad(%arg0: tensor<2x64x8xf32>, %arg1: tensor<2x8x8xf32>) -> tensor<2x64x8xf32> {
+  %z = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %0 = stablehlo.pad %arg0, %z, low = [0, 1, 0], high = [0, 0, 0], interior = [0, 0, 0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}]>]>} : (tensor<2x64x8xf32>, tensor<f32>) -> tensor<2x65x8xf32>
+  %1 = stablehlo.convolution(%0, %arg1) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {stride = [1], pad = [[0, 0]], lhs_dilate = [1], rhs_dilate = [1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x65x8xf32>, tensor<2x8x8xf32>) -> tensor<2x64x8xf32>
+  return %1 : tensor<2x64x8xf32>
+}

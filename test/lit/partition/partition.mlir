@@ -261,11 +261,33 @@ func.func public @dynamic_slice_assembles_the_pieces(%a: tensor<8x64xf32> {sdy.s
 // -----
 sdy.mesh @mesh = <["x"=4]>
 // A scatter-add into an operand split along the scattered dim: each device
-// shifts the indices into its block and routes updates meant for other blocks
-// to a scratch row appended to its block, sliced off after the scatter (what
-// scatter does with out-of-bounds indices is implementation-defined).
+// shifts the indices into its block; an update meant for another block
+// becomes a zero added at the block's first row (what scatter does with
+// out-of-bounds indices is implementation-defined), so the block is not
+// copied. A replace has no update that changes nothing: it routes them to a
+// scratch row appended to its block, sliced off after the scatter.
 // CHECK-LABEL: func.func public @scatter_into_split_operand
 // CHECK-NOT: all_
+// CHECK: %[[SHIFTED:.*]] = stablehlo.subtract %arg{{[0-9]+}}, %{{.*}} : tensor<4x1xi32>
+// CHECK: %[[KEPT:.*]] = stablehlo.select %{{.*}}, %arg{{[0-9]+}}, %{{.*}} : tensor<4x8xi1>, tensor<4x8xf32>
+// CHECK: %[[ROUTED:.*]] = stablehlo.select %{{.*}}, %[[SHIFTED]], %{{.*}} : tensor<4x1xi1>, tensor<4x1xi32>
+// CHECK-NOT: stablehlo.pad
+// CHECK: "stablehlo.scatter"(%arg{{[0-9]+}}, %[[ROUTED]], %[[KEPT]])
+// CHECK: }) : (tensor<4x8xf32>, tensor<4x1xi32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NOT: all_
+
+func.func public @scatter_into_split_operand(%t: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %i: tensor<4x1xi32>, %u: tensor<4x8xf32>) -> (tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+  %0 = "stablehlo.scatter"(%t, %i, %u) <{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x8xf32>, tensor<4x1xi32>, tensor<4x8xf32>) -> tensor<16x8xf32>
+  return %0 : tensor<16x8xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// CHECK-LABEL: func.func public @scatter_replace_into_split_operand
 // CHECK: %[[SHIFTED:.*]] = stablehlo.subtract %arg{{[0-9]+}}, %{{.*}} : tensor<4x1xi32>
 // CHECK: %[[ROUTED:.*]] = stablehlo.select %{{.*}}, %[[SHIFTED]], %{{.*}} : tensor<4x1xi1>, tensor<4x1xi32>
 // CHECK: %[[PADDED:.*]] = stablehlo.pad %arg{{[0-9]+}}, %{{.*}}, low = [0, 0], high = [1, 0], interior = [0, 0] : (tensor<4x8xf32>, tensor<f32>) -> tensor<5x8xf32>
@@ -273,11 +295,10 @@ sdy.mesh @mesh = <["x"=4]>
 // CHECK: }) : (tensor<5x8xf32>, tensor<4x1xi32>, tensor<4x8xf32>) -> tensor<5x8xf32>
 // CHECK: stablehlo.slice %[[OUT]] [0:4, 0:8]
 // CHECK-NOT: all_
-func.func public @scatter_into_split_operand(%t: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %i: tensor<4x1xi32>, %u: tensor<4x8xf32>) -> (tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+func.func public @scatter_replace_into_split_operand(%t: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %i: tensor<4x1xi32>, %u: tensor<4x8xf32>) -> (tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
   %0 = "stablehlo.scatter"(%t, %i, %u) <{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}> ({
   ^bb0(%a: tensor<f32>, %b: tensor<f32>):
-    %s = stablehlo.add %a, %b : tensor<f32>
-    stablehlo.return %s : tensor<f32>
+    stablehlo.return %b : tensor<f32>
   }) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x8xf32>, tensor<4x1xi32>, tensor<4x8xf32>) -> tensor<16x8xf32>
   return %0 : tensor<16x8xf32>
 }

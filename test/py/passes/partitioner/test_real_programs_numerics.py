@@ -467,3 +467,32 @@ def test_picking_by_two_aranges_stays_local() -> None:
     for fn in (pick, grad):
         compiled = check(fn, args, MESH24, (P("x", "y"), P("x", "y")), P("x", "y"))
         assert "stablehlo.all_gather" not in compiled.as_text("partitioned")
+
+
+def test_embedding_gradient_adds_into_the_vocab_block_in_place() -> None:
+    """The gradient of an embedding lookup from a vocabulary split 8 ways (a
+    scatter-add of every token's gradient): each device adds its own rows'
+    updates and zeros for the others into its block in place, no scratch
+    row (the block is not copied). With the tokens split too, and with
+    `.at[...].set` (a replace), which keeps the scratch row."""
+
+    def grad(emb: Any, toks: Any, g: Any) -> Any:
+        return jax.grad(lambda e: (e[toks] * g).sum())(emb)
+
+    args = (
+        rand(256, 16, seed=21),
+        np.random.default_rng(22).integers(0, 256, (8, 12)).astype(np.int32),
+        rand(8, 12, 16, seed=23),
+    )
+    compiled = check(grad, args, MESH8, (P("x"), P(), P()), P("x"))
+    text = compiled.as_text("partitioned")
+    assert "stablehlo.pad" not in text
+    assert "stablehlo.all_" not in text
+    check(grad, args, MESH24, (P("y"), P("x"), P("x")), P("y"))
+
+    def put(emb: Any, toks: Any, rows: Any) -> Any:
+        return emb.at[toks].set(rows)
+
+    rows = rand(6, 16, seed=24)
+    toks = np.array([3, 200, 77, 129, 31, 255], np.int32)
+    check(put, (args[0], toks, rows), MESH8, (P("x"), P(), P()), P("x"))
