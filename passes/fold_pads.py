@@ -26,6 +26,7 @@ Shardy's: meshjit's own, run by `meshjit.jit` and `spmd-pipeline`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -85,10 +86,24 @@ def _pairs(value: object, n: int) -> list[tuple[int, int]] | None:
     return [(int(flat[2 * i]), int(flat[2 * i + 1])) for i in range(n)]
 
 
-def _splat(op: ir.Operation) -> object | None:
+def _splat(graph: Graph, node: Node, op: ir.Operation) -> object | None:
     """A splat constant's value as a Python number (infinities too, which
     the graph's reading leaves out: MLIR prints them in hex), else None."""
-    attr = ir.DenseElementsAttr(op.attributes["value"])
+    if graph.value(node.results[0]).dtype.startswith("complex"):
+        text = node.attr_text.get("value", "")
+        # a complex constant, which the graph keeps as printed (its
+        # attribute cannot be fetched from Python)
+        found = _COMPLEX.fullmatch(text)
+        if found is None:
+            return None
+        try:
+            return complex(float(found[1]), float(found[2]))
+        except ValueError:  # a part printed in hex (an infinity, a NaN)
+            return None
+    try:
+        attr = ir.DenseElementsAttr(op.attributes["value"])
+    except ValueError:  # a resource or other non-inline constant
+        return None
     if not attr.is_splat:
         return None
     value = attr.get_splat_value()
@@ -112,7 +127,7 @@ def _constant(graph: Graph, vid: int, handles: Sequence[ir.Operation]) -> object
         node = graph.node(owner) if owner >= 0 else None
     if node is None or node.op != "stablehlo.constant":
         return None
-    return _splat(handles[node.id])
+    return _splat(graph, node, handles[node.id])
 
 
 def _same(a: object, b: object) -> bool:
@@ -206,6 +221,7 @@ def _rewrite(op: ir.Operation, handles: Sequence[ir.Operation], plan: Fold) -> N
 _WINDOWED = ("stablehlo.convolution", "stablehlo.reduce_window")
 _VALUE_OPS = ("stablehlo.convert", "stablehlo.constant")
 _SHARDING_ATTRS = ("sdy.sharding", "mhlo.sharding")
+_COMPLEX = re.compile(r"dense<\(([^,()]+),([^,()]+)\)> : .*")
 
 
 def _pad_wrappers(module: ir.Module) -> dict[str, ir.Operation]:

@@ -125,3 +125,30 @@ func.func public @sharded_pad(%arg0: tensor<2x64x8xf32>, %arg1: tensor<2x8x8xf32
   %1 = stablehlo.convolution(%0, %arg1) dim_numbers = [b, 0, f]x[0, i, o]->[b, 0, f], window = {stride = [1], pad = [[0, 0]], lhs_dilate = [1], rhs_dilate = [1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x65x8xf32>, tensor<2x8x8xf32>) -> tensor<2x64x8xf32>
   return %1 : tensor<2x64x8xf32>
 }
+
+// -----
+// Complex values (the bindings give no splat value of a complex type; its
+// text is read): a sum pool after a 0j pad folds, one after a (1, 0) pad
+// does not.
+// CHECK-LABEL: func.func public @complex_pools
+// CHECK: "stablehlo.reduce_window"(%arg0, %{{.*}}) <{padding = dense<{{\[\[}}1, 1], [0, 0]]> : tensor<2x2xi64>
+// CHECK: stablehlo.pad %arg0
+// CHECK: "stablehlo.reduce_window"(%{{[0-9]+}}, %{{.*}}) <{window_dimensions
+sdy.mesh @mesh = <["x"=8]>
+func.func public @complex_pools(%arg0: tensor<16x4xcomplex<f32>>) -> (tensor<8x4xcomplex<f32>>, tensor<8x4xcomplex<f32>>) {
+  %z = stablehlo.constant dense<(0.000000e+00,0.000000e+00)> : tensor<complex<f32>>
+  %one = stablehlo.constant dense<(1.000000e+00,0.000000e+00)> : tensor<complex<f32>>
+  %0 = stablehlo.pad %arg0, %z, low = [1, 0], high = [1, 0], interior = [0, 0] : (tensor<16x4xcomplex<f32>>, tensor<complex<f32>>) -> tensor<18x4xcomplex<f32>>
+  %1 = "stablehlo.reduce_window"(%0, %z) <{window_dimensions = array<i64: 3, 1>, window_strides = array<i64: 2, 1>}> ({
+  ^bb0(%a: tensor<complex<f32>>, %b: tensor<complex<f32>>):
+    %s = stablehlo.add %a, %b : tensor<complex<f32>>
+    stablehlo.return %s : tensor<complex<f32>>
+  }) : (tensor<18x4xcomplex<f32>>, tensor<complex<f32>>) -> tensor<8x4xcomplex<f32>>
+  %2 = stablehlo.pad %arg0, %one, low = [1, 0], high = [1, 0], interior = [0, 0] : (tensor<16x4xcomplex<f32>>, tensor<complex<f32>>) -> tensor<18x4xcomplex<f32>>
+  %3 = "stablehlo.reduce_window"(%2, %z) <{window_dimensions = array<i64: 3, 1>, window_strides = array<i64: 2, 1>}> ({
+  ^bb0(%a: tensor<complex<f32>>, %b: tensor<complex<f32>>):
+    %s = stablehlo.add %a, %b : tensor<complex<f32>>
+    stablehlo.return %s : tensor<complex<f32>>
+  }) : (tensor<18x4xcomplex<f32>>, tensor<complex<f32>>) -> tensor<8x4xcomplex<f32>>
+  return %1, %3 : tensor<8x4xcomplex<f32>>, tensor<8x4xcomplex<f32>>
+}

@@ -579,3 +579,17 @@ def test_pads_before_windows_fold_into_them(mesh: str) -> None:
         )
 
     run(ones_pad, [rand(3, 8, 8, seed=4) * 0.3, x], mesh, [P(), spec], spec)
+
+
+def test_complex_sum_pool_after_a_zero_pad() -> None:
+    """A complex sum pool after `jnp.pad(..., constant_values=0j)` (found by
+    the fuzzer: `fold-pads` read the complex constant through the bindings,
+    which cannot fetch it, and crashed): folded, and right."""
+
+    def pool(v: Any) -> Any:
+        xp = jnp.pad(v, ((1, 1), (0, 0)), constant_values=0j)
+        return jax.lax.reduce_window(xp, 0j, jax.lax.add, (3, 1), (2, 1), "VALID")
+
+    v = (rand(16, 4, seed=5) + 1j * rand(16, 4, seed=6)).astype(np.complex64)
+    compiled = run(pool, [v], "8", [P("x")], P("x"))
+    assert "stablehlo.pad" not in compiled.as_text("partitioned")
