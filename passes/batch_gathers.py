@@ -135,13 +135,6 @@ def _is_zero(graph: Graph, vid: int) -> bool:
     return getattr(node.attrs.get("value"), "splat", None) == 0
 
 
-def _piece_batch_dim(graph: Graph, vid: int, vector_dim: int) -> int | None:
-    """The index dim along which piece `vid` (one component wide along
-    `vector_dim`) counts 0, 1, 2, ... over the whole dim, else None."""
-    counting = _iota_dim(graph, vid)
-    return counting if counting is not None and counting != vector_dim else None
-
-
 @dataclass(frozen=True, slots=True)
 class _Names:
     """Where a gather or a scatter keeps what the match reads: its dimension
@@ -184,8 +177,8 @@ def _indices_position(node: Node) -> int:
 
 def plan_batching(graph: Graph, node: Node) -> Batching | None:
     """The rewrite of gather or scatter `node`, or None where it does not
-    match. A scatter's inserted window dims have window size 1 by
-    definition; a gather's collapsed dims too (slice size 1)."""
+    match. A gather's collapsed dims have slice size 1 and a scatter's
+    inserted window dims window size 1, by the ops' definitions."""
     names = _NAMES.get(node.op)
     info = op_info(graph, node)
     if names is None or info is None:
@@ -202,7 +195,6 @@ def plan_batching(graph: Graph, node: Node) -> Batching | None:
     collapsed = info.struct_ints(names.attr, names.collapsed)
     batching = info.struct_ints(names.attr, names.batching)
     index_batching = info.struct_ints(names.attr, names.index_batching)
-    sizes = info.int_array("slice_sizes") if node.op == "stablehlo.gather" else None
     concat = _producer(graph, node.operands[at])
     if concat is None or concat.op != "stablehlo.concatenate":
         return None
@@ -216,14 +208,14 @@ def plan_batching(graph: Graph, node: Node) -> Batching | None:
         width = graph.value(piece).shape
         assert width is not None
         if width[vector_dim] == 1:
-            index_dim = _piece_batch_dim(graph, piece, vector_dim)
+            index_dim = _iota_dim(graph, piece)
             dim = start_map[component]
             if (
                 index_dim is not None
+                and index_dim != vector_dim
                 and dim in collapsed
                 and dim not in batching
                 and index_dim not in index_batching
-                and (sizes is None or sizes[dim] == 1)
                 and operand[dim] == indices[index_dim]
             ):
                 return Batching(node.id, component, dim, index_dim, k)

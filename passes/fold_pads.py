@@ -35,7 +35,6 @@ import numpy as np
 
 from meshjit.compiler.diagnostics import Diagnostics
 from meshjit.compiler.graph import (
-    DenseElements,
     Graph,
     Node,
     invalidate_graphs,
@@ -46,6 +45,7 @@ from meshjit.compiler.inline import inline_call
 from meshjit.compiler.ir import ir
 from meshjit.compiler.pass_base import ModulePass
 from meshjit.passes.partitioner.builder import padding_attr
+from meshjit.passes.partitioner.windows import ints, padding_values
 
 __all__ = ["Fold", "FoldPadsPass", "plan_fold"]
 
@@ -59,31 +59,6 @@ class Fold:
     node: int
     pad: int
     padding: tuple[tuple[int, int], ...]
-
-
-def _ints(value: object) -> tuple[int, ...] | None:
-    if isinstance(value, tuple) and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
-        return value
-    return None
-
-
-def _pairs(value: object, n: int) -> list[tuple[int, int]] | None:
-    """A padding attribute as n (low, high) pairs (absent: zeros)."""
-    if value is None:
-        return [(0, 0)] * n
-    if not isinstance(value, DenseElements):
-        return None
-    if value.values is not None:
-        flat = tuple(value.values)
-    elif isinstance(value.splat, int) and not isinstance(value.splat, bool):
-        flat = (value.splat,) * (2 * n)
-    else:
-        return None
-    if len(flat) != 2 * n:
-        return None
-    return [(int(flat[2 * i]), int(flat[2 * i + 1])) for i in range(n)]
 
 
 def _splat(graph: Graph, node: Node, op: ir.Operation) -> object | None:
@@ -149,11 +124,9 @@ def _widened(
 ) -> list[tuple[int, int]] | None:
     """The pad's (low, high) on each of `dims` where it pads only those, by
     non-negative amounts, with no interior padding and dilation 1 there."""
-    low = _ints(pad.attrs.get("edge_padding_low"))
-    high = _ints(pad.attrs.get("edge_padding_high"))
-    interior = _ints(pad.attrs.get("interior_padding"))
-    if low is None or high is None or interior is None:
-        return None
+    low = ints(pad.attrs.get("edge_padding_low"))
+    high = ints(pad.attrs.get("edge_padding_high"))
+    interior = ints(pad.attrs.get("interior_padding"))
     if not len(low) == len(high) == len(interior) == rank:
         return None
     if any(interior) or min(low + high) < 0:
@@ -182,27 +155,27 @@ def plan_fold(graph: Graph, node: Node, handles: Sequence[ir.Operation]) -> Fold
     value = _constant(graph, pad.operands[1], handles)
     if node.op == "stablehlo.convolution":
         numbers = node.attrs.get("dimension_numbers")
-        dims = _ints(
+        dims = ints(
             numbers.get("input_spatial_dimensions")
             if isinstance(numbers, Mapping)
             else None
         )
-        if dims is None or not _same(value, 0):
+        if not dims or not _same(value, 0):
             return None
-        dilation = _ints(node.attrs.get("lhs_dilation")) or (1,) * len(dims)
+        dilation = ints(node.attrs.get("lhs_dilation")) or (1,) * len(dims)
     elif node.op == "stablehlo.reduce_window" and len(node.operands) == 2:
         if not _same(value, _constant(graph, node.operands[1], handles)):
             return None
         dims = tuple(range(rank))
-        dilation = _ints(node.attrs.get("base_dilations")) or (1,) * rank
+        dilation = ints(node.attrs.get("base_dilations")) or (1,) * rank
     else:
         return None
     if len(dilation) != len(dims):
         return None
     widen = _widened(pad, rank, dims, dilation)
-    old = _pairs(node.attrs.get("padding"), len(dims))
-    if widen is None or old is None:
+    if widen is None:
         return None
+    old = padding_values(node.attrs.get("padding"), len(dims))
     padding = tuple(
         (a + lo, b + hi) for (a, b), (lo, hi) in zip(old, widen, strict=True)
     )
@@ -247,9 +220,7 @@ def _pad_wrappers(module: ir.Module) -> dict[str, ir.Operation]:
         names = [o.name for o in ops]
         if (
             names[-2:] != ["stablehlo.pad", "func.return"]
-            or any(
-                n not in ("stablehlo.convert", "stablehlo.constant") for n in names[:-2]
-            )
+            or any(n not in _VALUE_OPS for n in names[:-2])
             or len(ops[-1].operands) != 1
             or ops[-1].operands[0] != ops[-2].result
             or ops[-2].operands[0] != blocks[0].arguments[0]

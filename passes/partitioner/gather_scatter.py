@@ -225,7 +225,11 @@ def _local_scatter(
     mask = _index_mask(
         ctx, shifted, _spread(ctx, limits, idx_ty, vector_dim), vector_dim
     )
+    per_update = mask  # one per index vector
     keep = [d for d in range(idx_ty.rank) if d != vector_dim]
+    if mask.ty != idx_ty.with_dtype("i1"):
+        mask = b.broadcast(mask, idx_ty.with_dtype("i1"), keep)
+    region = ctx.verbatim_region(node.regions[0][0])
     if combiner == "stablehlo.add":
         # the gradient of a gather from a split table: a zero added in
         # place of each update for another block (an embedding table's
@@ -234,19 +238,14 @@ def _local_scatter(
         up_ty = updates.ty
         batch = [d for d in range(up_ty.rank) if d not in window]
         kept = b.select(
-            b.broadcast(mask, up_ty.with_dtype("i1"), batch),
+            b.broadcast(per_update, up_ty.with_dtype("i1"), batch),
             updates,
             b.zeros(up_ty),
         )
-        if mask.ty != idx_ty.with_dtype("i1"):
-            mask = b.broadcast(mask, idx_ty.with_dtype("i1"), keep)
         inside = b.select(mask, shifted, b.splat(idx_ty, "0"))
-        region = ctx.verbatim_region(node.regions[0][0])
         return b.op1(
             "stablehlo.scatter", [block, inside, kept], block.ty, lop.attrs, [region]
         )
-    if mask.ty != idx_ty.with_dtype("i1"):
-        mask = b.broadcast(mask, idx_ty.with_dtype("i1"), keep)
     scalar = Ty((), idx_ty.dtype)
     scratch_parts = [
         limit if operand_layout[d] else b.splat(scalar, "0")
@@ -259,7 +258,6 @@ def _local_scatter(
     ]
     fill = b.zeros(Ty((), operand.dtype))
     padded = b.pad(block, fill, [0] * len(local), high)
-    region = ctx.verbatim_region(node.regions[0][0])
     scattered = b.op1(
         "stablehlo.scatter", [padded, routed, updates], padded.ty, lop.attrs, [region]
     )
