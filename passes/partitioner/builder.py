@@ -126,6 +126,60 @@ def zero_text(dtype: str) -> str:
     return "0" if dtype[0] in "iu" else "0.000000e+00"
 
 
+# Infinities as MLIR prints them (hex bits) per float type: (-inf, +inf).
+_INFINITIES = {
+    "f16": ("0xFC00", "0x7C00"),
+    "bf16": ("0xFF80", "0x7F80"),
+    "f32": ("0xFF800000", "0x7F800000"),
+    "f64": ("0xFFF0000000000000", "0x7FF0000000000000"),
+}
+
+
+def combiner_identity(combiner: str | None, dtype: str) -> str | None:
+    """The literal of the element `combiner` leaves every `dtype` value as
+    it is (x op e == x, NaN included), or None: no such combiner (a
+    replace), or a type without one (max over a float type that has no
+    infinities, min or max of complex numbers)."""
+    complex_ = dtype.startswith("complex")
+    is_int = dtype[0] in "iu"
+    if combiner == "stablehlo.add":
+        return zero_text(dtype)
+    if combiner == "stablehlo.multiply":
+        if complex_:
+            return "(1.000000e+00,0.000000e+00)"
+        return "true" if dtype == "i1" else "1" if is_int else "1.000000e+00"
+    if (
+        combiner
+        not in (
+            "stablehlo.maximum",
+            "stablehlo.minimum",
+            "stablehlo.and",
+            "stablehlo.or",
+        )
+        or complex_
+    ):
+        return None
+    if not is_int:
+        if combiner in ("stablehlo.and", "stablehlo.or"):
+            return None
+        low, high = _INFINITIES.get(dtype, (None, None))
+        return low if combiner == "stablehlo.maximum" else high
+    if dtype == "i1":  # max is or, min is and
+        return "false" if combiner in ("stablehlo.maximum", "stablehlo.or") else "true"
+    bits = int(dtype.lstrip("ui"))
+    signed = not dtype.startswith("ui")
+    lowest = -(1 << (bits - 1)) if signed else 0
+    highest = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+    return str(
+        {
+            "stablehlo.maximum": lowest,
+            "stablehlo.minimum": highest,
+            "stablehlo.and": -1 if signed else highest,
+            "stablehlo.or": 0,
+        }[combiner]
+    )
+
+
 def pairs_attr(pairs: Sequence[tuple[int, int]]) -> str:
     rows = ", ".join(f"[{a}, {b}]" for a, b in pairs)
     return f"dense<[{rows}]> : tensor<{len(pairs)}x2xi64>"

@@ -685,7 +685,16 @@ class PartitionCtx:
             return depth > 0 and self.recomputable(node.operands[0], depth - 1)
         if node.op in CONSTANT_OPS:
             value = node.attrs.get("value")
-            return isinstance(value, DenseElements) and value.splat is not None
+            if not isinstance(value, DenseElements):
+                return False
+            # a splat, hex-printed ones included (the graph reads no number
+            # from `dense<0xFF800000>`: -inf, a segment max's initial value)
+            text = node.attr_text.get("value", "")
+            return (
+                value.splat is not None
+                or not value.shape
+                or (text.startswith("dense<") and text[6:7] not in '["')
+            )
         if depth > 0 and _pointwise(node):
             return all(self.recomputable(v, depth - 1) for v in node.operands)
         return False

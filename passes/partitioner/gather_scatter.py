@@ -3,13 +3,21 @@ is split along the dims the indices address."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from meshjit.compiler.graph import Graph, Node
 from meshjit.compiler.op_info import combiner as _combiner
 from meshjit.dialects.reshard import Layout
 from meshjit.dialects.rules import ShardingRule
-from meshjit.passes.partitioner.builder import Ty, Val, i64_array, zero_text
+from meshjit.passes.partitioner.builder import (
+    Ty,
+    Val,
+    combiner_identity,
+    i64_array,
+    itemsize,
+    zero_text,
+)
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import FactorLimits
 from meshjit.passes.partitioner.layouts import project, span
@@ -192,6 +200,10 @@ def _masked_gather(
     return b.select(mask, gathered, zeros)
 
 
+def _bytes(ty: Ty) -> int:
+    return math.prod(ty.shape or ()) * itemsize(ty.dtype)
+
+
 def _local_scatter(
     ctx: PartitionCtx,
     node: Node,
@@ -202,10 +214,15 @@ def _local_scatter(
     """A scatter into this device's block of an operand split along the
     dims it scatters into: indices are shifted into the block. The
     behaviour of out-of-bounds scatter indices is implementation-defined,
-    so none is relied on: under `add` an update for another block becomes a
-    zero added at the block's first position (no copy of the block); under
-    other combiners (a replace has no update that changes nothing) it goes
-    to a scratch row appended to the block, sliced off afterwards."""
+    so none is relied on: under a combiner with an identity (add, multiply,
+    max, min, and, or) an update for another block may become the identity
+    combined at the block's first position (no copy of the block, a select
+    over the updates); otherwise (a replace: no update changes nothing; a
+    float type without infinities under max; updates much larger than the
+    block) it goes to a scratch row appended to the block, sliced off
+    afterwards. Either way, with more than one index, indices repeat and
+    lose their order: the scatter no longer promises unique or sorted
+    indices."""
     b = ctx.b
     dims = node.attrs.get("scatter_dimension_numbers")
     assert isinstance(dims, Mapping)
@@ -230,21 +247,32 @@ def _local_scatter(
     if mask.ty != idx_ty.with_dtype("i1"):
         mask = b.broadcast(mask, idx_ty.with_dtype("i1"), keep)
     region = ctx.verbatim_region(node.regions[0][0])
-    if combiner == "stablehlo.add":
-        # the gradient of a gather from a split table: a zero added in
-        # place of each update for another block (an embedding table's
-        # block is not copied twice through a scratch row)
+    attrs = dict(lop.attrs)
+    vectors = math.prod(n for d, n in enumerate(idx_ty.shape or ()) if d != vector_dim)
+    if vectors > 1:  # routed indices repeat and lose their order
+        for key in ("unique_indices", "indices_are_sorted"):
+            if key in attrs:
+                attrs[key] = "false"
+    identity = combiner_identity(combiner, operand.dtype)
+    # The identity costs a select over the updates (read and written), the
+    # scratch row a copy of the block in and out: the one touching fewer
+    # bytes (a big table's block and a few updates, or few rows of a
+    # segment max over many).
+    if identity is not None and _bytes(updates.ty) <= 2 * _bytes(block.ty):
+        # the gradient of a gather from a split table, a segment max: the
+        # identity combined in place of each update for another block (an
+        # embedding table's block is not copied twice through a scratch row)
         window = set(ints(dims.get("update_window_dims")))
         up_ty = updates.ty
         batch = [d for d in range(up_ty.rank) if d not in window]
         kept = b.select(
             b.broadcast(per_update, up_ty.with_dtype("i1"), batch),
             updates,
-            b.zeros(up_ty),
+            b.splat(up_ty, identity),
         )
         inside = b.select(mask, shifted, b.splat(idx_ty, "0"))
         return b.op1(
-            "stablehlo.scatter", [block, inside, kept], block.ty, lop.attrs, [region]
+            "stablehlo.scatter", [block, inside, kept], block.ty, attrs, [region]
         )
     scalar = Ty((), idx_ty.dtype)
     scratch_parts = [
@@ -259,6 +287,6 @@ def _local_scatter(
     fill = b.zeros(Ty((), operand.dtype))
     padded = b.pad(block, fill, [0] * len(local), high)
     scattered = b.op1(
-        "stablehlo.scatter", [padded, routed, updates], padded.ty, lop.attrs, [region]
+        "stablehlo.scatter", [padded, routed, updates], padded.ty, attrs, [region]
     )
     return b.slice(scattered, [0] * len(local), list(local))

@@ -305,6 +305,74 @@ func.func public @scatter_replace_into_split_operand(%t: tensor<16x8xf32> {sdy.s
 
 // -----
 sdy.mesh @mesh = <["x"=4]>
+// A scatter-max (a segment max) into a split operand: an update for another
+// block becomes -inf, max'ed into the block's first row in place. The
+// routed indices repeat and lose their order, so the scatter no longer
+// promises unique or sorted indices. Under max with updates bigger than the
+// block (many rows into few segments) the scratch row copies fewer bytes
+// than the select over the updates. Integer min combines INT_MAX.
+// CHECK-LABEL: func.func public @scatter_max_into_split_operand
+// CHECK-NOT: all_
+// CHECK: %[[NEG_INF:.*]] = stablehlo.constant dense<0xFF800000> : tensor<4x8xf32>
+// CHECK: %[[KEPT:.*]] = stablehlo.select %{{.*}}, %arg{{[0-9]+}}, %[[NEG_INF]] : tensor<4x8xi1>, tensor<4x8xf32>
+// CHECK-NOT: stablehlo.pad
+// CHECK: "stablehlo.scatter"(%arg{{[0-9]+}}, %{{.*}}, %[[KEPT]]) <{indices_are_sorted = false, {{.*}}unique_indices = false}>
+// CHECK: stablehlo.maximum
+// CHECK: }) : (tensor<4x8xf32>, tensor<4x1xi32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: stablehlo.constant dense<2147483647> : tensor<4x8xi32>
+// CHECK-NOT: stablehlo.pad
+// CHECK: stablehlo.minimum
+// CHECK: stablehlo.pad %arg{{[0-9]+}}, %{{.*}}, low = [0, 0], high = [1, 0], interior = [0, 0] : (tensor<4x8xf32>, tensor<f32>) -> tensor<5x8xf32>
+// CHECK: "stablehlo.scatter"
+// CHECK: stablehlo.maximum
+// CHECK: }) : (tensor<5x8xf32>, tensor<64x1xi32>, tensor<64x8xf32>) -> tensor<5x8xf32>
+// CHECK-NOT: all_
+// CHECK: return
+func.func public @scatter_max_into_split_operand(%t: tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %i: tensor<4x1xi32>, %u: tensor<4x8xf32>, %ti: tensor<16x8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %ui: tensor<4x8xi32>, %j: tensor<64x1xi32>, %v: tensor<64x8xf32>) -> (tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, tensor<16x8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, tensor<16x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+  %0 = "stablehlo.scatter"(%t, %i, %u) <{indices_are_sorted = true, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = true}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.maximum %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x8xf32>, tensor<4x1xi32>, tensor<4x8xf32>) -> tensor<16x8xf32>
+  %1 = "stablehlo.scatter"(%ti, %i, %ui) <{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}> ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %s = stablehlo.minimum %a, %b : tensor<i32>
+    stablehlo.return %s : tensor<i32>
+  }) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x8xi32>, tensor<4x1xi32>, tensor<4x8xi32>) -> tensor<16x8xi32>
+  %2 = "stablehlo.scatter"(%t, %j, %v) <{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.maximum %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<16x8xf32>, tensor<64x1xi32>, tensor<64x8xf32>) -> tensor<16x8xf32>
+  return %0, %1, %2 : tensor<16x8xf32>, tensor<16x8xi32>, tensor<16x8xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=8]>
+// A segment max over rows split with its segment ids: each device scatters
+// its rows into every segment, starting from the -inf splat (printed in
+// hex), made again at the full shape rather than gathered; the partial
+// maxima meet in one reduce-scatter.
+// CHECK-LABEL: func.func public @segment_max_of_split_rows
+// CHECK-NOT: all_gather
+// CHECK: stablehlo.broadcast_in_dim %{{.*}}, dims = [] : (tensor<f32>) -> tensor<64x8xf32>
+// CHECK-NOT: all_gather
+// CHECK: "stablehlo.reduce_scatter"
+// CHECK-NOT: all_gather
+// CHECK: return
+func.func public @segment_max_of_split_rows(%x: tensor<256x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %ids: tensor<256x1xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<64x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+  %cst = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %init = stablehlo.broadcast_in_dim %cst, dims = [] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<f32>) -> tensor<64x8xf32>
+  %0 = "stablehlo.scatter"(%init, %ids, %x) <{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.maximum %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<64x8xf32>, tensor<256x1xi32>, tensor<256x8xf32>) -> tensor<64x8xf32>
+  return %0 : tensor<64x8xf32>
+}
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
 // dynamic_update_slice into an operand split along the updated dim: each
 // device pads the (whole) update by a block on both sides, cuts the window
 // aligned with its block and selects it where the update covers the block.

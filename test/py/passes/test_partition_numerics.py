@@ -419,6 +419,69 @@ def test_embedding_gradient_scatter_add(mesh: str, table_spec: P, ids_spec: P) -
     assert "computed replicated" not in report
 
 
+def segment_max_min(x: jax.Array, ids: jax.Array) -> Any:
+    return (
+        jax.ops.segment_max(x, ids, num_segments=32),
+        jax.ops.segment_min(x, ids, num_segments=32),
+    )
+
+
+@pytest.mark.parametrize(
+    ("mesh", "x_spec", "ids_spec", "out_spec"),
+    [
+        ("8", P(), P(), P("x")),  # many rows into split segments: scratch row
+        ("8", P("x"), P("x"), P("x")),  # split rows: -inf made, not gathered
+        ("2x4", P("x"), P("x"), P("y")),
+    ],
+)
+def test_segment_max_and_min_into_split_segments(
+    mesh: str, x_spec: P, ids_spec: P, out_spec: P
+) -> None:
+    x = rand(64, 8)
+    ids = np.random.default_rng(2).integers(0, 32, size=64).astype(np.int32)
+    ids[:4] = 31  # repeats, and segments left empty (+-inf)
+    got, want, _ = run_both(
+        segment_max_min,
+        [x, ids],
+        mesh_of(mesh),
+        [x_spec, ids_spec],
+        (out_spec, out_spec),
+    )
+    close(got, want, exact=True)
+    if x_spec != P():
+        assert not [c for c in LAST_REPORT[0].collectives if c.kind == "all-gather"]
+
+
+def combine_at(t: jax.Array, ti: jax.Array, ids: jax.Array, u: jax.Array) -> Any:
+    return (
+        t.at[ids].max(u),
+        t.at[ids].min(u, unique_indices=True),
+        t.at[ids].multiply(u),
+        ti.at[ids].max(u.astype(jnp.int32)),
+        ti.at[ids].min(u.astype(jnp.int32)),
+        (ti > 0).at[ids].max(u > 0),
+        ti.at[ids].add(1, unique_indices=True, indices_are_sorted=True),
+    )
+
+
+@pytest.mark.parametrize("mesh", ["8", "2x4"])
+def test_max_min_multiply_scatters_into_split_table_in_place(mesh: str) -> None:
+    """A few updates into a big table split along the scattered dim: an
+    update for another block is the combiner's identity (-inf, +inf, 1,
+    INT_MIN, INT_MAX, false) at the block's first row, and indices promised
+    unique and sorted stop being so once routed."""
+    t = rand(256, 8)
+    ti = (rand(256, 8) * 100).astype(np.int32)
+    ids = np.array([0, 5, 31, 32, 200, 255], np.int32)  # first rows of blocks too
+    u = rand(6, 8) * 3
+    spec = P("x") if mesh == "8" else P(("x", "y"))
+    got, want, _ = run_both(
+        combine_at, [t, ti, ids, u], mesh_of(mesh), [spec, spec, P(), P()], (spec,) * 7
+    )
+    close(got, want, exact=True)
+    assert LAST_REPORT[0].collectives == []
+
+
 def while_loop(x: jax.Array) -> jax.Array:
     def body(i: int, v: jax.Array) -> jax.Array:
         return jnp.tanh(v @ v.T @ v) * 0.5 + v
