@@ -51,6 +51,7 @@ MODULES: tuple[str, ...] = (
     "meshjit.passes.partitioner.contraction",
     "meshjit.passes.partitioner.control_flow",
     "meshjit.passes.partitioner.cost",
+    "meshjit.passes.partitioner.edges",
     "meshjit.passes.partitioner.elementwise",
     "meshjit.passes.partitioner.factors",
     "meshjit.passes.partitioner.gather_scatter",

@@ -44,6 +44,7 @@ from meshjit.compiler.graph import (
 from meshjit.compiler.inline import inline_call
 from meshjit.compiler.ir import ir
 from meshjit.compiler.pass_base import ModulePass
+from meshjit.passes.edge_pads import canonicalize_edges
 from meshjit.passes.partitioner.builder import padding_attr
 from meshjit.passes.partitioner.windows import ints, padding_values
 
@@ -272,7 +273,7 @@ class FoldPadsPass(ModulePass):
     name: ClassVar[str] = "fold-pads"
 
     def run(self, module: ir.Module, diags: Diagnostics) -> None:
-        if _inline_pad_calls(module):
+        if _inline_pad_calls(module) | canonicalize_edges(module):
             invalidate_graphs(module)
         graph = read_graph(module, diags.source_name)
         if not any(node.op == "stablehlo.pad" for node in graph.nodes):

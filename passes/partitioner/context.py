@@ -221,6 +221,14 @@ class PartitionCtx:
         # Values the entry function returns: value id -> the layouts it is
         # returned in (a value may be returned more than once).
         self.returned: dict[int, list[Layout]] = {}
+        # Concatenations not made where they stand, since the convolutions
+        # reading them read through to their pieces (`edges.py`): value id ->
+        # the op, made by `val` if some op asks for the value; and the ops
+        # made so.
+        self.lazy: dict[int, Node] = {}
+        self.forced: set[int] = set()
+        # Their edge pieces, laid out whole along the edges' dim.
+        self.edge_pieces: set[int] = set()
         # Under partition{memory-limit=...}: the live bytes per op, which
         # choices that gather whole dims consult (memory.py); else None.
         self.memory: MemoryWatch | None = None
@@ -241,6 +249,13 @@ class PartitionCtx:
 
     def val(self, vid: int) -> Val:
         found = self.scope.lookup(vid)
+        if found is None and vid in self.lazy:
+            # a concatenation left to be read through (`edges.py`) that an op
+            # asks for after all: made here
+            node = self.lazy.pop(vid)
+            self.forced.add(node.id)
+            self.handlers[node.op](node, self)
+            found = self.scope.lookup(vid)
         if found is None:
             raise InternalError(f"partition: value {vid} used before it was emitted")
         return found

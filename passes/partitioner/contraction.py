@@ -10,10 +10,22 @@ from meshjit.compiler.graph import Graph, Node
 from meshjit.dialects.rules import NULL_DIM, FactorKind, RuleBuilder, ShardingRule
 from meshjit.passes.partitioner.builder import Ty, Val, i64, padding_attr
 from meshjit.passes.partitioner.context import PartitionCtx
-from meshjit.passes.partitioner.factors import FactorLimits, WindowedFactor
+from meshjit.passes.partitioner.edges import (
+    EdgeParts,
+    core_value,
+    edge_parts,
+    fill_edges,
+)
+from meshjit.passes.partitioner.factors import (
+    FactorLimits,
+    WindowedFactor,
+    choose_factors,
+    operand_layouts,
+)
 from meshjit.passes.partitioner.halo import Window
 from meshjit.passes.partitioner.layouts import span
 from meshjit.passes.partitioner.local import (
+    LocalOp,
     emit,
     mask_uneven,
     prepare,
@@ -49,12 +61,15 @@ class ConvFactors:
     feature_groups: int  # factor of feature_group_count (-1: none)
 
 
-def conv_factors(graph: Graph, node: Node) -> ConvFactors | None:
+def conv_factors(
+    graph: Graph, node: Node, edges: EdgeParts | None = None
+) -> ConvFactors | None:
     """The convolution's factors as the partitioner splits them (the rule
     table's spatial factors serve propagation: two per dim, as Shardy's).
     Each spatial dim is one factor: shared by input and output, or by input
     and kernel (a reduction) where the kernel's overlapping window spans
-    more than half the input (a filter gradient's)."""
+    more than half the input (a filter gradient's). With `edges`, the input
+    is the core, padded by the edges' lengths as well along their dim."""
     attrs = node.attrs
     dims = attrs.get("dimension_numbers")
     if not isinstance(dims, Mapping):
@@ -99,8 +114,11 @@ def conv_factors(graph: Graph, node: Node) -> ConvFactors | None:
     spatial: list[tuple[int, WindowedFactor]] = []
     for s in range(n):
         lo, hi = pads[s]
+        size = lhs[lhs_sp[s]]
+        if edges is not None and edges.dim == lhs_sp[s]:
+            size, lo, hi = edges.size, lo + edges.low, hi + edges.high
         window = Window(
-            lhs[lhs_sp[s]], rhs[rhs_sp[s]], strides[s], lo, hi, lhs_dil[s], rhs_dil[s]
+            size, rhs[rhs_sp[s]], strides[s], lo, hi, lhs_dil[s], rhs_dil[s]
         )
         if window.out_size != out[out_sp[s]] or flipped[s]:
             continue  # the dim stays whole
@@ -111,7 +129,7 @@ def conv_factors(graph: Graph, node: Node) -> ConvFactors | None:
         # output, however long.
         span_ = (rhs[rhs_sp[s]] - 1) * rhs_dil[s] + 1
         apart = lhs_dil[s] == 1 and strides[s] >= span_
-        padded = (lhs[lhs_sp[s]] - 1) * lhs_dil[s] + 1 + lo + hi
+        padded = window.padded
         if not apart and 2 * span_ > padded:
             b.factor([lhs_sp[s], rhs_sp[s]], [NULL_DIM], rhs[rhs_sp[s]], REDUCTION)
             spatial.append((s, WindowedFactor(count, lhs_sp[s], ((0, window),), True)))
@@ -134,23 +152,66 @@ def convolution(node: Node, ctx: PartitionCtx) -> None:
     all-gather where the cost model prefers it). The local op keeps its
     window and dilations; its padding becomes the blocks' local padding, and
     a split group count shrinks with the split."""
+    edges = edge_parts(ctx, node) if node.operands[0] in ctx.lazy else None
+    if edges is not None and _over_edges(node, ctx, edges):
+        return
     conv = conv_factors(ctx.graph, node)
     if conv is None:
         run_replicated(ctx, node, "dimension numbers not understood")
         return
     limits = FactorLimits(reductions=True, windowed=tuple(w for _, w in conv.spatial))
     lop = prepare(ctx, node, conv.rule, limits)
+    _emit_convolution(ctx, node, conv, lop, None)
+
+
+def _over_edges(node: Node, ctx: PartitionCtx, edges: EdgeParts) -> bool:
+    """The convolution run on the core of its input as if padded by the
+    edges, its window's edge positions filled with the edge pieces
+    (`edges.py`); False (nothing emitted) where the op's best layout does
+    not split the edges' dim as the concatenation is split."""
+    conv = conv_factors(ctx.graph, node, edges)
+    if conv is None or not any(w.dim == edges.dim for _, w in conv.spatial):
+        return False
+    limits = FactorLimits(reductions=True, windowed=tuple(w for _, w in conv.spatial))
+    factors = choose_factors(ctx, node, conv.rule, limits)
+    wants, _ = operand_layouts(ctx, node, conv.rule, factors, limits)
+    if wants[0] != ctx.layout(edges.value):
+        return False
+    core = core_value(ctx, edges, node)
+    ctx.bind(edges.value, core)  # what the local op reads as its input
+    try:
+        lop = prepare(ctx, node, conv.rule, limits, factors)
+    finally:
+        ctx.scope.names.pop(edges.value, None)
+    lop.windowed.add(0)  # a gather of the window gathers the core
+    _emit_convolution(ctx, node, conv, lop, edges)
+    return True
+
+
+def _emit_convolution(
+    ctx: PartitionCtx,
+    node: Node,
+    conv: ConvFactors,
+    lop: LocalOp,
+    edges: EdgeParts | None,
+) -> None:
     pads = padding_values(
         node.attrs.get("padding"), len(lop.results[0].shape or ()) - 2
     )
     for s, w in conv.spatial:
         axes = lop.factors[w.factor]
         if not axes:
+            # (the edges' dim is split: its operand layout is the
+            # concatenation's, which splits it)
+            assert edges is None or w.dim != edges.dim
             continue
         plans = w.plans(span(axes, ctx.mesh))
         assert plans is not None
         (plan,) = plans
-        lop.operands[0] = gather_window(ctx, node, lop, 0, w.dim, axes, plan, None)
+        window = gather_window(ctx, node, lop, 0, w.dim, axes, plan, None)
+        if edges is not None and w.dim == edges.dim:
+            window = fill_edges(ctx, edges, node, window, axes, plan)
+        lop.operands[0] = window
         pads[s] = (plan.low, plan.high)
     lop.attrs["padding"] = padding_attr(pads)
     for key, f in (

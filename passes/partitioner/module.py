@@ -26,6 +26,7 @@ from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.control_flow import manual_axis_names
 from meshjit.passes.partitioner.cost import DEFAULT as DEFAULT_COST
 from meshjit.passes.partitioner.cost import CostModel
+from meshjit.passes.partitioner.edges import whole_edges
 from meshjit.passes.partitioner.elementwise import LOCAL_BY_TYPE
 from meshjit.passes.partitioner.layouts import (
     axis_text,
@@ -309,6 +310,7 @@ def partition_module_text(
                 f"{fmt_bytes(memory_limit)}; split more of them over the mesh or "
                 "raise the limit",
             )
+    whole_edges(ctx)
     ctx.b.indent = 3
     local_args = ctx.b.block_args([ctx.local_ty(a) for a in args])[0]
     for a, value in zip(args, local_args, strict=True):

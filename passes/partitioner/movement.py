@@ -13,6 +13,7 @@ from meshjit.dialects.reshard import DimAxes, axis_stride, coordinate, neighbor_
 from meshjit.dialects.rules import FactorKind
 from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
+from meshjit.passes.partitioner.edges import absorbed
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
     WindowedFactor,
@@ -233,6 +234,8 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
     users = ctx.graph.users(node.results[0])
     if len(users) == 1 and rotation_of(ctx, ctx.graph.node(users[0])) is not None:
         return  # its concatenate moves the pieces of the sliced value itself
+    if node.results[0] in ctx.edge_pieces and _edge_slice(node, ctx):
+        return
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
@@ -279,6 +282,56 @@ def slice_(node: Node, ctx: PartitionCtx) -> None:
     lop.attrs["start_indices"] = i64_array(starts)
     lop.attrs["limit_indices"] = i64_array(stops)
     emit(ctx, node, lop)
+
+
+def _edge_slice(node: Node, ctx: PartitionCtx) -> bool:
+    """An edge piece a convolution reads through (`edges.whole_edges`): a
+    few rows of an operand split along them, wanted whole there. Each
+    device cuts the rows its block holds (zeros elsewhere) and one
+    all-reduce assembles them, as `dynamic_slice` does, rather than the
+    rows moved to a split slice first (three rows over eight devices) or
+    the operand gathered. False (nothing emitted) where the layouts differ
+    in more than that dim or a stride is not 1."""
+    vid = node.operands[0]
+    src, dst = ctx.layout(vid), ctx.layout(node.results[0])
+    split = [d for d in range(len(src)) if src[d] != dst[d]]
+    starts = list(ints(node.attrs.get("start_indices")))
+    stops = list(ints(node.attrs.get("limit_indices")))
+    steps = list(ints(node.attrs.get("strides"))) or [1] * len(starts)
+    operand = ctx.graph.value(vid).shape or ()
+    if len(split) != 1 or dst[split[0]] or set(steps) != {1}:
+        return False
+    (dim,) = split
+    if any(
+        src[d] and (starts[d], stops[d]) != (0, operand[d])
+        for d in range(len(src))
+        if d != dim
+    ):
+        return False  # a dim split in both is sliced
+    b = ctx.b
+    x = ctx.value_reshard(vid, src, node, "operand 0")
+    block = list(x.ty.shape or ())
+    size = stops[dim] - starts[dim]
+    lows = [0 if src[d] else starts[d] for d in range(len(block))]
+    highs = [block[d] if src[d] else stops[d] for d in range(len(block))]
+    lows[dim], highs[dim] = 0, block[dim]
+    x = b.slice(x, lows, highs)
+    widths = [size if d == dim else 0 for d in range(len(block))]
+    padded = b.pad_zeros(x, widths, widths)
+    first = ctx.dim_offset(src[dim], block[dim])  # my block's first index
+    local = b.binary("stablehlo.subtract", ctx.const_i32(starts[dim]), first)
+    zero = ctx.const_i32(0)
+    at = b.binary("stablehlo.add", local, ctx.const_i32(size))
+    shape = list(x.ty.shape or ())
+    shape[dim] = size
+    part = b.dynamic_slice(
+        padded, [at if d == dim else zero for d in range(len(block))], shape
+    )
+    mine = _positions_inside(ctx, part.ty, [(dim, local, block[dim])])
+    part = b.select(mine, part, b.zeros(part.ty))
+    out = _assemble_by_sum(ctx, node, part, src[dim])
+    ctx.bind_result(node.results[0], out, dst, node)
+    return True
 
 
 def dynamic_slice(node: Node, ctx: PartitionCtx) -> None:
@@ -568,6 +621,9 @@ def concatenate(node: Node, ctx: PartitionCtx) -> None:
     """Along a split concatenated dim, each block of the result takes from
     every operand the window its positions come from (positions of other
     operands are padding), and selects by position."""
+    if absorbed(ctx, node):
+        ctx.lazy[node.results[0]] = node
+        return
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")

@@ -473,15 +473,17 @@ def test_embedding_gradient_adds_into_the_vocab_block_in_place() -> None:
     """The gradient of an embedding lookup from a vocabulary split 8 ways (a
     scatter-add of every token's gradient): each device adds its own rows'
     updates and zeros for the others into its block in place, no scratch
-    row (the block is not copied). With the tokens split too, and with
-    `.at[...].set` (a replace), which keeps the scratch row."""
+    row (the block, bigger than the updates, is not copied). With the tokens
+    split too, and with `.at[...].set` (a replace), which keeps the scratch
+    row; with many more updates than the block holds (a select over them
+    would touch more bytes than the block's copies), the scratch row too."""
 
     def grad(emb: Any, toks: Any, g: Any) -> Any:
         return jax.grad(lambda e: (e[toks] * g).sum())(emb)
 
     args = (
-        rand(256, 16, seed=21),
-        np.random.default_rng(22).integers(0, 256, (8, 12)).astype(np.int32),
+        rand(1024, 16, seed=21),
+        np.random.default_rng(22).integers(0, 1024, (8, 12)).astype(np.int32),
         rand(8, 12, 16, seed=23),
     )
     compiled = check(grad, args, MESH8, (P("x"), P(), P()), P("x"))
@@ -489,10 +491,13 @@ def test_embedding_gradient_adds_into_the_vocab_block_in_place() -> None:
     assert "stablehlo.pad" not in text
     assert "stablehlo.all_" not in text
     check(grad, args, MESH24, (P("y"), P("x"), P("x")), P("y"))
+    small = (args[0][:128], args[1] % 128, args[2])  # 16 rows a block
+    compiled = check(grad, small, MESH8, (P("x"), P(), P()), P("x"))
+    assert "stablehlo.pad" in compiled.as_text("partitioned")
 
     def put(emb: Any, toks: Any, rows: Any) -> Any:
         return emb.at[toks].set(rows)
 
     rows = rand(6, 16, seed=24)
-    toks = np.array([3, 200, 77, 129, 31, 255], np.int32)
+    toks = np.array([3, 200, 77, 129, 31, 1023], np.int32)
     check(put, (args[0], toks, rows), MESH8, (P("x"), P(), P()), P("x"))

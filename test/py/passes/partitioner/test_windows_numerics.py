@@ -369,6 +369,57 @@ def test_padding_modes_then_valid_convolution(mode: str, mesh: str, spec: P) -> 
     assert not [m for m in remarks if "computed replicated" in m], remarks
 
 
+@pytest.mark.parametrize(
+    ("mode", "k", "stride", "dilation", "groups"),
+    [
+        ("reflect", 3, 1, 1, 1),
+        ("reflect", 7, 1, 1, 1),
+        ("symmetric", 5, 2, 1, 1),
+        ("wrap", 3, 1, 2, 1),
+        ("reflect", 3, 1, 1, 4),
+    ],
+)
+@pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
+def test_edge_padding_is_read_through_by_the_convolution(
+    mode: str, k: int, stride: int, dilation: int, groups: int, mesh: str, spec: P
+) -> None:
+    """A reflect/symmetric/wrap pad of height and width before a VALID
+    convolution (CycleGAN's generator) with the height split: the
+    convolution runs on its real input's blocks as if padded, exchanging
+    its halo with the neighbours, and each edge's rows (a few, from the
+    first or last block) come by one all-reduce; nothing is gathered, and
+    the values and both gradients are the unsharded ones."""
+    r = (k - 1) * dilation // 2
+
+    def f(w: jax.Array, x: jax.Array) -> jax.Array:
+        x = jnp.pad(x, ((0, 0), (r, r), (r, r), (0, 0)), mode=mode)
+        return jax.lax.conv_general_dilated(
+            x,
+            w,
+            (stride, stride),
+            "VALID",
+            rhs_dilation=(dilation, dilation),
+            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+            feature_group_count=groups,
+        )
+
+    def grads(w: jax.Array, x: jax.Array) -> Any:
+        return jax.grad(lambda w, x: (f(w, x) ** 2).sum(), argnums=(0, 1))(w, x)
+
+    args = [rand(k, k, 8 // groups, 8, seed=1), rand(2, 32, 16, 8, seed=2)]
+    compiled = run(f, args, mesh, [P(), spec], spec)
+    made = [(c.kind, c.op) for c in compiled.partition_report.collectives]
+    # the edges' rows from their blocks; the convolution's window of its real
+    # input (permutes, or gathers where the cost model says); nothing for the
+    # padded input, which is never made
+    edges = [m for m in made if m == ("all-reduce", "stablehlo.slice")]
+    assert len(edges) == 2, made
+    assert all(
+        op == "stablehlo.convolution" for m in made if m not in edges for op in m[1:]
+    ), made
+    run(grads, args, mesh, [P(), spec], (P(), spec))
+
+
 @pytest.mark.parametrize("dilation", [1, 2, 8])
 @pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
 def test_causal_dilated_convolution(dilation: int, mesh: str, spec: P) -> None:
