@@ -699,7 +699,16 @@ class _Builder:
         if padding == "jnp.pad":
             amounts = self.draw(st.sampled_from([(1, 0), (2, 1), (0, 3), (4, 0)]))
             widths = ((0, 0), *(amounts,) * spatial, (0, 0))
-            operand, padding = f"jnp.pad({{x}}, {widths!r})", "'VALID'"
+            # zeros fold into the window (`fold-pads`); the other modes
+            # concatenate edges the convolution reads through (`edge_pads`);
+            # reflect and symmetric need the dim longer than the pad
+            mode = self.draw(
+                st.sampled_from(["constant", "reflect", "symmetric", "wrap", "edge"])
+            )
+            if mode in ("reflect", "symmetric") and min(sa[1:-1]) <= max(amounts):
+                mode = "wrap"
+            operand = f"jnp.pad({{x}}, {widths!r}, mode={mode!r})"
+            padding = "'VALID'"
         if any(d > 1 for d in lhs) and "'" in padding:
             padding = repr(((1, 1),) * spatial)  # SAME/VALID need lhs_dilation 1
         dn = ("NWC", "WIO", "NWC") if spatial == 1 else ("NHWC", "HWIO", "NHWC")
