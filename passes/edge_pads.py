@@ -14,10 +14,13 @@ before propagation:
   convolution's input through slices, reverses and concatenations are
   inlined;
 - in that cone, a slice lying within one piece of a concatenation along the
-  sliced dim slices the piece instead; a concatenation of a concatenation
-  along the same dim is flattened; a slice or reverse of a concatenation of
+  sliced dim slices the piece instead; empty pieces of a concatenation are
+  dropped; a concatenation of a concatenation along the same dim is
+  flattened; a slice or reverse of a concatenation of
   edges around a core, along other dims than the concatenated one, becomes
-  the concatenation of the pieces sliced or reversed.
+  the concatenation of the pieces sliced or reversed (and so a broadcast or
+  a reshape that only adds or removes unit dims, as `mode="edge"` makes its
+  edges).
 
 A pad of two dims then reads `concatenate(columns)` along the second dim,
 each column a concatenation of edges around a core along the first: the
@@ -37,16 +40,14 @@ __all__ = ["canonicalize_edges"]
 
 _V = ir.Value[ir.Type]
 
-_MOVES = ("stablehlo.slice", "stablehlo.reverse", "stablehlo.concatenate")
-_MOVING_BODY = frozenset(
-    {
-        *_MOVES,
-        "stablehlo.broadcast_in_dim",
-        "stablehlo.reshape",
-        "func.call",
-        "func.return",
-    }
+_MOVES = (
+    "stablehlo.slice",
+    "stablehlo.reverse",
+    "stablehlo.concatenate",
+    "stablehlo.broadcast_in_dim",
+    "stablehlo.reshape",
 )
+_MOVING_BODY = frozenset({*_MOVES, "func.call", "func.return"})
 _SHARDING_ATTRS = ("sdy.sharding", "mhlo.sharding")
 # Passes over the cones: each rewrite removes an op from a cone or moves a
 # slice towards the cone's leaves, so a cone of n ops settles in O(n) rounds.
@@ -169,16 +170,59 @@ def _rewrite(op: ir.Operation) -> _V | None:
         if dim in dims or not _edge_concat(source):
             return None
         return _concatenate([_reverse(p, dims) for p in source.operands], dim)
+    if not _edge_concat(source):
+        return None
+    out = _shape(op.result)
+    if op.name == "stablehlo.broadcast_in_dim":
+        # (`mode="edge"` broadcasts its edge slices through a unit dim)
+        dims = _ints(op, "broadcast_dimensions")
+        to = dims[dim]
+        if out[to] != sum(sizes):
+            return None
+        parts = []
+        for piece, size in zip(source.operands, sizes, strict=True):
+            shape = list(out)
+            shape[to] = size
+            parts.append(_unary(op.name, piece, shape, {"broadcast_dimensions": dims}))
+        return _concatenate(parts, to)
+    if op.name == "stablehlo.reshape":
+        # only unit dims added or removed: the concatenated dim stays one dim
+        shape = _shape(op.operands[0])
+        if [n for n in shape if n != 1] != [n for n in out if n != 1] or shape[
+            dim
+        ] == 1:
+            return None
+        k = sum(1 for n in shape[:dim] if n != 1)
+        to = [d for d, n in enumerate(out) if n != 1][k]
+        parts = []
+        for piece, size in zip(source.operands, sizes, strict=True):
+            want = list(out)
+            want[to] = size
+            parts.append(_unary(op.name, piece, want, {}))
+        return _concatenate(parts, to)
     return None
 
 
+def _unary(name: str, x: _V, shape: Sequence[int], ints: dict[str, list[int]]) -> _V:
+    ty = ir.RankedTensorType.get(list(shape), ir.RankedTensorType(x.type).element_type)
+    attributes = {key: _i64s(values) for key, values in ints.items()}
+    return ir.Operation.create(
+        name, results=[ty], operands=[x], attributes=attributes
+    ).result
+
+
 def _flatten(op: ir.Operation) -> _V | None:
-    """A concatenation of edges around a core with an operand that is a
-    concatenation along the same dim: one concatenation of all the pieces
-    (where that is one of edges around a core too)."""
+    """A concatenation with empty pieces (`mode="edge"` pads every dim,
+    most by nothing): without them. A concatenation of edges around a core
+    with an operand that is a concatenation along the same dim: one
+    concatenation of all the pieces (where that is one of edges around a
+    core too)."""
+    dim = _dim(op)
+    kept = [v for v in op.operands if _shape(v)[dim] > 0]
+    if len(kept) < len(op.operands) and kept:
+        return kept[0] if len(kept) == 1 else _concatenate(kept, dim)
     if not _edge_concat(op):
         return None
-    dim = _dim(op)
     parts: list[_V] = []
     found = False
     for value in op.operands:

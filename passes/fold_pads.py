@@ -22,6 +22,11 @@ there). The pad stays for its other users, if any. XLA's algebraic
 simplifier folds pads into convolutions the same way after its partitioner;
 here it happens before propagation, so the partitioner sees the window. Not
 Shardy's: meshjit's own, run by `meshjit.jit` and `spmd-pipeline`.
+
+Pads of the other modes (reflect, symmetric, wrap, edge: concatenations of slices
+of the value) before a convolution are rewritten by `edge_pads.py` into
+concatenations of edges around the convolution's real input, which the
+partitioner reads through (`partitioner/edges.py`).
 """
 
 from __future__ import annotations
@@ -268,7 +273,12 @@ def _inline_pad_calls(module: ir.Module) -> bool:
 
 @dataclass(frozen=True)
 class FoldPadsPass(ModulePass):
-    """Fold a pad before a convolution or reduce_window into its padding."""
+    """Fold pads into convolutions' and reduce_windows' padding; edge pads as edges.
+
+    A pad of the value the op pads with becomes the op's padding; edge
+    padding (jnp.pad's reflect, symmetric, wrap, edge) before a convolution is
+    written as edges around its input, which the partitioner reads
+    through."""
 
     name: ClassVar[str] = "fold-pads"
 

@@ -291,8 +291,9 @@ def fill_edges(
 
 
 def whole_edges(ctx: PartitionCtx) -> None:
-    """The edge pieces of concatenations read through, and the slices and
-    reverses that only make them, laid out whole along the edges' dim:
+    """The edge pieces of concatenations read through, and the slices,
+    reverses, broadcasts and reshapes that only make them, laid out whole
+    along the edges' dim:
     propagation passes the core's axes on to a slice of three rows at its
     end (three rows over eight devices), which the partitioner would make
     by exchanging pieces and then gather; made whole, the slice is cut from
@@ -309,30 +310,67 @@ def whole_edges(ctx: PartitionCtx) -> None:
         owners = [graph.node(graph.value(v).owner) for v in parts.concats]
         if not all(absorbed(ctx, owner) for owner in owners):
             continue
-        # the pieces and what makes them, back through slices and reverses
-        pieces = {v for c in parts.columns for v in (*c.lo, *c.hi)}
+        # the pieces and what makes them, back through slices, reverses,
+        # broadcasts and unit-dim reshapes (value -> its edges' dim)
+        pieces = {v: parts.dim for c in parts.columns for v in (*c.lo, *c.hi)}
         stack = list(pieces)
         while stack:
-            owner = graph.value(stack.pop()).owner
-            if owner >= 0 and graph.node(owner).op in _EDGE_MAKERS:
-                source = graph.node(owner).operands[0]
-                if source not in pieces:
-                    pieces.add(source)
-                    stack.append(source)
+            vid = stack.pop()
+            found = _made_from(ctx, vid, pieces[vid])
+            if found is not None and found[0] not in pieces:
+                pieces[found[0]] = found[1]
+                stack.append(found[0])
         # less the cores, arguments, and those something else reads too
-        pieces -= {c.core for c in parts.columns}
-        pieces = {v for v in pieces if graph.value(v).owner >= 0}
+        for column in parts.columns:
+            pieces.pop(column.core, None)
+        pieces = {v: d for v, d in pieces.items() if graph.value(v).owner >= 0}
         readers = {o.id for o in owners}
         while True:
             makers = readers | {graph.value(v).owner for v in pieces}
-            kept = {v for v in pieces if set(graph.users(v)) <= makers}
-            if kept == pieces:
+            kept = {v: d for v, d in pieces.items() if set(graph.users(v)) <= makers}
+            if len(kept) == len(pieces):
                 break
             pieces = kept
-        for vid in pieces:
-            if graph.value(vid).shape is not None:
-                ctx.layouts[vid] = _without(ctx.layout(vid), parts.dim)
-                ctx.edge_pieces.add(vid)
+        for vid, dim in pieces.items():
+            shape = graph.value(vid).shape
+            if shape is None:
+                continue
+            layout = ctx.layout(vid)
+            for d, n in enumerate(shape):
+                if d == dim or n == 1:  # (a size-1 dim split is all padding)
+                    layout = _without(layout, d)
+            ctx.layouts[vid] = layout
+            ctx.edge_pieces.add(vid)
 
 
-_EDGE_MAKERS = ("stablehlo.slice", "stablehlo.reverse")
+def _made_from(ctx: PartitionCtx, vid: int, dim: int) -> tuple[int, int] | None:
+    """The operand an edge piece is cut, reversed, broadcast or reshaped
+    (unit dims only) from, and the dim of it that `dim` comes from (-1: an
+    edge one element long along it, which a reshape may move among unit
+    dims: every size-1 dim is made whole)."""
+    graph = ctx.graph
+    owner = graph.value(vid).owner
+    if owner < 0:
+        return None
+    node = graph.node(owner)
+    source = node.operands[0] if node.operands else -1
+    if node.op in ("stablehlo.slice", "stablehlo.reverse"):
+        return source, dim
+    shape = graph.value(source).shape or ()
+    out = graph.value(vid).shape or ()
+    if node.op == "stablehlo.broadcast_in_dim":
+        dims = ints(node.attrs.get("broadcast_dimensions"))
+        if dim >= 0 and dim in dims and shape[dims.index(dim)] == out[dim]:
+            return source, dims.index(dim)
+        # the edge made by repeating one row (`mode="edge"`): the row
+        if dim < 0 or dim not in dims or shape[dims.index(dim)] == 1:
+            return source, -1
+        return None
+    if node.op == "stablehlo.reshape":
+        if [n for n in shape if n != 1] != [n for n in out if n != 1]:
+            return None
+        if dim < 0 or out[dim] == 1:
+            return source, -1  # an edge one row long: its size-1 dims
+        k = sum(1 for n in out[:dim] if n != 1)
+        return source, [d for d, n in enumerate(shape) if n != 1][k]
+    return None

@@ -70,3 +70,54 @@ module {
     return %3 : tensor<4x10xf32>
   }
 }
+
+// -----
+// mode="edge": every dim padded (most by nothing: concatenations of empty
+// pieces) and each edge row broadcast through a unit dim and reshaped. The
+// empty pieces go; broadcasts and unit-dim reshapes of the height
+// concatenation move into its pieces like the width slices: the same grid.
+// CHECK-LABEL: func.func public @edge_mode
+// CHECK-NOT: tensor<0x
+// CHECK-NOT: x0x
+// CHECK: %[[MID:.*]] = stablehlo.concatenate %{{.*}}, %arg0, %{{.*}}, dim = 1 : (tensor<2x1x8x4xf32>, tensor<2x64x8x4xf32>, tensor<2x1x8x4xf32>)
+// CHECK: %[[LEFT:.*]] = stablehlo.concatenate %{{.*}}, %{{.*}}, %{{.*}}, dim = 1 : (tensor<2x1x1x4xf32>, tensor<2x64x1x4xf32>, tensor<2x1x1x4xf32>)
+// CHECK: %[[RIGHT:.*]] = stablehlo.concatenate %{{.*}}, %{{.*}}, %{{.*}}, dim = 1 : (tensor<2x1x1x4xf32>, tensor<2x64x1x4xf32>, tensor<2x1x1x4xf32>)
+// CHECK: %[[GRID:.*]] = stablehlo.concatenate %[[LEFT]], %[[MID]], %[[RIGHT]], dim = 2
+// CHECK: stablehlo.convolution(%[[GRID]], %arg1)
+module {  func.func public @edge_mode(%arg0: tensor<2x64x8x4xf32>, %arg1: tensor<3x3x4x4xf32>) -> (tensor<2x64x8x4xf32> {jax.result_info = "result"}) {
+    %0 = call @_pad(%arg0) : (tensor<2x64x8x4xf32>) -> tensor<2x66x10x4xf32>
+    %1 = stablehlo.convolution(%0, %arg1) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[0, 0], [0, 0]], lhs_dilate = [1, 1], rhs_dilate = [1, 1], reverse = [false, false]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, precision_config = [#stablehlo<precision DEFAULT>, #stablehlo<precision DEFAULT>]} : (tensor<2x66x10x4xf32>, tensor<3x3x4x4xf32>) -> tensor<2x64x8x4xf32>
+    return %1 : tensor<2x64x8x4xf32>
+  }
+  func.func private @_pad(%arg0: tensor<2x64x8x4xf32>) -> tensor<2x66x10x4xf32> {
+    %0 = stablehlo.slice %arg0 [0:1, 0:64, 0:8, 0:4] : (tensor<2x64x8x4xf32>) -> tensor<1x64x8x4xf32>
+    %1 = stablehlo.broadcast_in_dim %0, dims = [0, 2, 3, 4] : (tensor<1x64x8x4xf32>) -> tensor<1x0x64x8x4xf32>
+    %2 = stablehlo.reshape %1 : (tensor<1x0x64x8x4xf32>) -> tensor<0x64x8x4xf32>
+    %3 = stablehlo.slice %arg0 [1:2, 0:64, 0:8, 0:4] : (tensor<2x64x8x4xf32>) -> tensor<1x64x8x4xf32>
+    %4 = stablehlo.broadcast_in_dim %3, dims = [0, 2, 3, 4] : (tensor<1x64x8x4xf32>) -> tensor<1x0x64x8x4xf32>
+    %5 = stablehlo.reshape %4 : (tensor<1x0x64x8x4xf32>) -> tensor<0x64x8x4xf32>
+    %6 = stablehlo.concatenate %2, %arg0, %5, dim = 0 : (tensor<0x64x8x4xf32>, tensor<2x64x8x4xf32>, tensor<0x64x8x4xf32>) -> tensor<2x64x8x4xf32>
+    %7 = stablehlo.slice %6 [0:2, 0:1, 0:8, 0:4] : (tensor<2x64x8x4xf32>) -> tensor<2x1x8x4xf32>
+    %8 = stablehlo.broadcast_in_dim %7, dims = [0, 1, 3, 4] : (tensor<2x1x8x4xf32>) -> tensor<2x1x1x8x4xf32>
+    %9 = stablehlo.reshape %8 : (tensor<2x1x1x8x4xf32>) -> tensor<2x1x8x4xf32>
+    %10 = stablehlo.slice %6 [0:2, 63:64, 0:8, 0:4] : (tensor<2x64x8x4xf32>) -> tensor<2x1x8x4xf32>
+    %11 = stablehlo.broadcast_in_dim %10, dims = [0, 1, 3, 4] : (tensor<2x1x8x4xf32>) -> tensor<2x1x1x8x4xf32>
+    %12 = stablehlo.reshape %11 : (tensor<2x1x1x8x4xf32>) -> tensor<2x1x8x4xf32>
+    %13 = stablehlo.concatenate %9, %6, %12, dim = 1 : (tensor<2x1x8x4xf32>, tensor<2x64x8x4xf32>, tensor<2x1x8x4xf32>) -> tensor<2x66x8x4xf32>
+    %14 = stablehlo.slice %13 [0:2, 0:66, 0:1, 0:4] : (tensor<2x66x8x4xf32>) -> tensor<2x66x1x4xf32>
+    %15 = stablehlo.broadcast_in_dim %14, dims = [0, 1, 2, 4] : (tensor<2x66x1x4xf32>) -> tensor<2x66x1x1x4xf32>
+    %16 = stablehlo.reshape %15 : (tensor<2x66x1x1x4xf32>) -> tensor<2x66x1x4xf32>
+    %17 = stablehlo.slice %13 [0:2, 0:66, 7:8, 0:4] : (tensor<2x66x8x4xf32>) -> tensor<2x66x1x4xf32>
+    %18 = stablehlo.broadcast_in_dim %17, dims = [0, 1, 2, 4] : (tensor<2x66x1x4xf32>) -> tensor<2x66x1x1x4xf32>
+    %19 = stablehlo.reshape %18 : (tensor<2x66x1x1x4xf32>) -> tensor<2x66x1x4xf32>
+    %20 = stablehlo.concatenate %16, %13, %19, dim = 2 : (tensor<2x66x1x4xf32>, tensor<2x66x8x4xf32>, tensor<2x66x1x4xf32>) -> tensor<2x66x10x4xf32>
+    %21 = stablehlo.slice %20 [0:2, 0:66, 0:10, 0:1] : (tensor<2x66x10x4xf32>) -> tensor<2x66x10x1xf32>
+    %22 = stablehlo.broadcast_in_dim %21, dims = [0, 1, 2, 3] : (tensor<2x66x10x1xf32>) -> tensor<2x66x10x1x0xf32>
+    %23 = stablehlo.reshape %22 : (tensor<2x66x10x1x0xf32>) -> tensor<2x66x10x0xf32>
+    %24 = stablehlo.slice %20 [0:2, 0:66, 0:10, 3:4] : (tensor<2x66x10x4xf32>) -> tensor<2x66x10x1xf32>
+    %25 = stablehlo.broadcast_in_dim %24, dims = [0, 1, 2, 3] : (tensor<2x66x10x1xf32>) -> tensor<2x66x10x1x0xf32>
+    %26 = stablehlo.reshape %25 : (tensor<2x66x10x1x0xf32>) -> tensor<2x66x10x0xf32>
+    %27 = stablehlo.concatenate %23, %20, %26, dim = 3 : (tensor<2x66x10x0xf32>, tensor<2x66x10x4xf32>, tensor<2x66x10x0xf32>) -> tensor<2x66x10x4xf32>
+    return %27 : tensor<2x66x10x4xf32>
+  }
+}

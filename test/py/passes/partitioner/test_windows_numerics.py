@@ -377,13 +377,14 @@ def test_padding_modes_then_valid_convolution(mode: str, mesh: str, spec: P) -> 
         ("symmetric", 5, 2, 1, 1),
         ("wrap", 3, 1, 2, 1),
         ("reflect", 3, 1, 1, 4),
+        ("edge", 5, 1, 1, 1),
     ],
 )
 @pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
 def test_edge_padding_is_read_through_by_the_convolution(
     mode: str, k: int, stride: int, dilation: int, groups: int, mesh: str, spec: P
 ) -> None:
-    """A reflect/symmetric/wrap pad of height and width before a VALID
+    """A reflect/symmetric/wrap/edge pad of height and width before a VALID
     convolution (CycleGAN's generator) with the height split: the
     convolution runs on its real input's blocks as if padded, exchanging
     its halo with the neighbours, and each edge's rows (a few, from the
