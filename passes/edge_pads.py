@@ -373,6 +373,20 @@ def _inline_moving_calls(module: ir.Module) -> bool:
     return changed
 
 
+def _rewrite_one(cone: Sequence[ir.Operation]) -> bool:
+    """Applies the first rule that applies in `cone` (leaves first);
+    whether one did (the cone changed: walk it again)."""
+    for op in cone:
+        rule = _flatten if op.name == "stablehlo.concatenate" else _rewrite
+        with ir.InsertionPoint(op), op.location:
+            new = rule(op)
+        if new is not None:
+            op.result.replace_all_uses_with(new)
+            _erase_dead(op)
+            return True
+    return False
+
+
 def canonicalize_edges(module: ir.Module) -> bool:
     """Rewrites the data movement before convolutions' inputs as above;
     whether anything changed."""
@@ -388,21 +402,9 @@ def canonicalize_edges(module: ir.Module) -> bool:
         module.operation.walk(visit)
         if not convolutions:
             return changed
-        for _ in range(_MAX_ROUNDS):
-            progress = False
-            for op in _cone(convolutions):
-                if op.name == "stablehlo.concatenate":
-                    with ir.InsertionPoint(op), op.location:
-                        new = _flatten(op)
-                else:
-                    with ir.InsertionPoint(op), op.location:
-                        new = _rewrite(op)
-                if new is None:
-                    continue
-                op.result.replace_all_uses_with(new)
-                _erase_dead(op)
-                progress = changed = True
-                break  # the cone changed: walk it again
-            if not progress:
-                break
+        for conv in convolutions:  # each cone until nothing applies
+            for _ in range(_MAX_ROUNDS):
+                if not _rewrite_one(_cone([conv])):
+                    break
+                changed = True
     return changed

@@ -174,8 +174,8 @@ def _over_edges(node: Node, ctx: PartitionCtx, edges: EdgeParts) -> bool:
         return False
     limits = FactorLimits(reductions=True, windowed=tuple(w for _, w in conv.spatial))
     factors = choose_factors(ctx, node, conv.rule, limits)
-    wants, _ = operand_layouts(ctx, node, conv.rule, factors, limits)
-    if wants[0] != ctx.layout(edges.value):
+    wants, whole = operand_layouts(ctx, node, conv.rule, factors, limits)
+    if wants[0] != ctx.layout(edges.value) or (0, edges.dim) in whole:
         return False
     core = core_value(ctx, edges, node)
     ctx.bind(edges.value, core)  # what the local op reads as its input

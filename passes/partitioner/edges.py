@@ -174,7 +174,7 @@ def absorbed(ctx: PartitionCtx, node: Node) -> bool:
     it (convolutions taking it as their input, or the grid it is a column
     of), so it is not made here (`PartitionCtx.val` makes it if some op asks
     for it after all)."""
-    if node.id in ctx.forced or ctx.memory is not None:
+    if node.id in ctx.forced or node.id in ctx.placed or ctx.memory is not None:
         return False
     (vid,) = node.results
     users = ctx.graph.users(vid)
