@@ -316,10 +316,10 @@ def whole_edges(ctx: PartitionCtx) -> None:
         stack = list(pieces)
         while stack:
             vid = stack.pop()
-            found = _made_from(ctx, vid, pieces[vid])
-            if found is not None and found[0] not in pieces:
-                pieces[found[0]] = found[1]
-                stack.append(found[0])
+            for source, dim in _made_from(ctx, vid, pieces[vid]):
+                if source not in pieces:
+                    pieces[source] = dim
+                    stack.append(source)
         # less the cores, arguments, and those something else reads too
         for column in parts.columns:
             pieces.pop(column.core, None)
@@ -343,17 +343,29 @@ def whole_edges(ctx: PartitionCtx) -> None:
             ctx.edge_pieces.add(vid)
 
 
-def _made_from(ctx: PartitionCtx, vid: int, dim: int) -> tuple[int, int] | None:
-    """The operand an edge piece is cut, reversed, broadcast or reshaped
-    (unit dims only) from, and the dim of it that `dim` comes from (-1: an
+def _made_from(ctx: PartitionCtx, vid: int, dim: int) -> list[tuple[int, int]]:
+    """The operands an edge piece is cut, reversed, broadcast, reshaped
+    (unit dims only) or concatenated (along another dim: a grid's edge
+    column) from, each with the dim of it that `dim` comes from (-1: an
     edge one element long along it, which a reshape may move among unit
     dims: every size-1 dim is made whole)."""
     graph = ctx.graph
     owner = graph.value(vid).owner
     if owner < 0:
-        return None
+        return []
     node = graph.node(owner)
+    if node.op == "stablehlo.concatenate" and node.attrs.get("dimension") != dim:
+        return [(v, dim) for v in node.operands]
+    found = _made_from_one(ctx, node, dim)
+    return [] if found is None else [found]
+
+
+def _made_from_one(ctx: PartitionCtx, node: Node, dim: int) -> tuple[int, int] | None:
+    graph = ctx.graph
+    vid = node.results[0] if node.results else -1
     source = node.operands[0] if node.operands else -1
+    if vid < 0 or source < 0:
+        return None
     if node.op in ("stablehlo.slice", "stablehlo.reverse"):
         return source, dim
     shape = graph.value(source).shape or ()
