@@ -292,11 +292,11 @@ def fill_edges(
 
 def whole_edges(ctx: PartitionCtx) -> None:
     """The edge pieces of concatenations read through, and the slices,
-    reverses, broadcasts and reshapes that only make them, laid out whole
-    along the edges' dim:
-    propagation passes the core's axes on to a slice of three rows at its
-    end (three rows over eight devices), which the partitioner would make
-    by exchanging pieces and then gather; made whole, the slice is cut from
+    reverses, broadcasts, reshapes and concatenations (along other dims)
+    that only make them, laid out whole along the edges' dim: propagation
+    passes the core's axes on to a slice of three rows at its end (three
+    rows over eight devices), which the partitioner would make by
+    exchanging pieces and then gather; made whole, the slice is cut from
     the blocks that hold it and assembled by one collective."""
     if ctx.memory is not None:
         return
