@@ -5,7 +5,7 @@ says so), dynamic_slice and dynamic_update_slice."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from meshjit.compiler.graph import Graph, Node
@@ -308,28 +308,19 @@ def _edge_slice(node: Node, ctx: PartitionCtx) -> bool:
         if d != dim
     ):
         return False  # a dim split in both is sliced
-    b = ctx.b
     x = ctx.value_reshard(vid, src, node, "operand 0")
-    block = list(x.ty.shape or ())
-    size = stops[dim] - starts[dim]
-    lows = [0 if src[d] else starts[d] for d in range(len(block))]
-    highs = [block[d] if src[d] else stops[d] for d in range(len(block))]
-    lows[dim], highs[dim] = 0, block[dim]
-    x = b.slice(x, lows, highs)
-    widths = [size if d == dim else 0 for d in range(len(block))]
-    padded = b.pad_zeros(x, widths, widths)
-    first = ctx.dim_offset(src[dim], block[dim])  # my block's first index
-    local = b.binary("stablehlo.subtract", ctx.const_i32(starts[dim]), first)
-    zero = ctx.const_i32(0)
-    at = b.binary("stablehlo.add", local, ctx.const_i32(size))
-    shape = list(x.ty.shape or ())
-    shape[dim] = size
-    part = b.dynamic_slice(
-        padded, [at if d == dim else zero for d in range(len(block))], shape
+    block = x.ty.shape or ()
+    # split dims other than `dim` are taken whole: local start 0
+    shape = [block[d] if src[d] else stops[d] - starts[d] for d in range(len(block))]
+    shape[dim] = stops[dim] - starts[dim]
+    out = _cut_and_assemble(
+        ctx,
+        node,
+        x,
+        lambda d: ctx.const_i32(0 if src[d] and d != dim else starts[d]),
+        shape,
+        {dim: src[dim]},
     )
-    mine = _positions_inside(ctx, part.ty, [(dim, local, block[dim])])
-    part = b.select(mine, part, b.zeros(part.ty))
-    out = _assemble_by_sum(ctx, node, part, src[dim])
     ctx.bind_result(node.results[0], out, dst, node)
     return True
 
@@ -357,30 +348,51 @@ def dynamic_slice(node: Node, ctx: PartitionCtx) -> None:
         lop.attrs["slice_sizes"] = i64_array(out_shape)
         emit(ctx, node, lop)
         return
+
+    def start(d: int) -> Val:
+        n = operand[d]
+        at = _clamped_start(ctx, lop.operands[1 + d], n - result[d])
+        return at if d in split or n != result[d] else ctx.const_i32(0)
+
+    out = _cut_and_assemble(ctx, node, lop.operands[0], start, out_shape, split)
+    finish(ctx, node, lop, [out])
+
+
+def _cut_and_assemble(
+    ctx: PartitionCtx,
+    node: Node,
+    x: Val,
+    start: Callable[[int], Val],
+    out_shape: Sequence[int],
+    split: Mapping[int, DimAxes],
+) -> Val:
+    """A slice of `out_shape` starting at `start(d)` (global along the
+    `split` dims, local along the others) of a value split along `split`:
+    each device cuts the part lying in its block (zeros elsewhere) and one
+    all-reduce of the bit patterns (every element comes from exactly one
+    device) assembles it, exactly."""
     b = ctx.b
-    x = lop.operands[0]
     block = list(x.ty.shape or ())
     # Pad each split dim by the slice's length on both sides, so a start
     # outside the block still cuts `length` elements (all masked).
-    widths = [result[d] if d in split else 0 for d in range(len(block))]
+    widths = [out_shape[d] if d in split else 0 for d in range(len(block))]
     padded = b.pad_zeros(x, widths, widths)
     starts = []
     masks = []
-    for d, n in enumerate(operand):
-        start = _clamped_start(ctx, lop.operands[1 + d], n - result[d])
+    for d in range(len(block)):
+        at = start(d)
         if d not in split:
-            starts.append(start if n != result[d] else ctx.const_i32(0))
+            starts.append(at)
             continue
         first = ctx.dim_offset(split[d], block[d])  # my block's first index
-        local = b.binary("stablehlo.subtract", start, first)
-        starts.append(b.binary("stablehlo.add", local, ctx.const_i32(result[d])))
+        local = b.binary("stablehlo.subtract", at, first)
+        starts.append(b.binary("stablehlo.add", local, ctx.const_i32(out_shape[d])))
         masks.append((d, local, block[d]))
     part = b.dynamic_slice(padded, starts, out_shape)
     mine = _positions_inside(ctx, part.ty, masks)
     part = b.select(mine, part, b.zeros(part.ty))
     axes = tuple(a for d in sorted(split) for a in split[d])
-    out = _assemble_by_sum(ctx, node, part, axes)
-    finish(ctx, node, lop, [out])
+    return _assemble_by_sum(ctx, node, part, axes)
 
 
 def _clamped_start(ctx: PartitionCtx, index: Val, most: int) -> Val:

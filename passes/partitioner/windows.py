@@ -24,6 +24,7 @@ from meshjit.dialects.rules import FactorKind, ShardingRule
 from meshjit.passes.partitioner.builder import (
     Ty,
     Val,
+    combiner_identity,
     i64_array,
     itemsize,
     padding_attr,
@@ -892,20 +893,18 @@ def reduce_window(node: Node, ctx: PartitionCtx) -> None:
     emit(ctx, node, lop)
 
 
-# Identities of the combiners a scan can use, as dense literals per kind of
-# element type: a scan's init value must be one (then padding adds nothing).
-_IDENTITY = {
-    "stablehlo.add": ("0", "0"),
-    "stablehlo.multiply": ("1", "1"),
-    "stablehlo.maximum": ("0xFF800000", None),
-    "stablehlo.minimum": ("0x7F800000", None),
-}
+# The combiners a scan can use; its init value must be the combiner's
+# identity (`combiner_identity`: then padding adds nothing).
+_SCAN_COMBINERS = frozenset(
+    {"stablehlo.add", "stablehlo.multiply", "stablehlo.maximum", "stablehlo.minimum"}
+)
 
 
 def _is_identity(ctx: PartitionCtx, vid: int, combiner: str | None) -> bool:
     """Whether the value is the combiner's identity: a constant (through
-    broadcasts) whose literal is `_IDENTITY`'s for its element type."""
-    if combiner not in _IDENTITY:
+    broadcasts) whose literal is `combiner_identity`'s for its element
+    type."""
+    if combiner not in _SCAN_COMBINERS:
         return False
     init = ctx.graph.value(vid)
     owner = init.owner
@@ -916,7 +915,7 @@ def _is_identity(ctx: PartitionCtx, vid: int, combiner: str | None) -> bool:
     text = ctx.graph.node(owner).attr_text.get("value", "")
     literal = text[len("dense<") : text.find(">")] if text.startswith("dense<") else ""
     is_float = init.dtype.startswith(("f", "bf"))
-    want = _IDENTITY[combiner][0 if is_float else 1]
+    want = combiner_identity(combiner, init.dtype)
     return want is not None and _same_literal(literal, want, is_float)
 
 
@@ -1101,7 +1100,7 @@ def chlo_scan(node: Node, ctx: PartitionCtx) -> None:
         finish(ctx, node, lop, [out, carry])
         return
     is_float = x.ty.dtype.startswith(("f", "bf"))
-    literal = _IDENTITY[combiner][0 if is_float else 1]
+    literal = combiner_identity(combiner, x.ty.dtype)
     assert literal is not None  # `_is_identity` held
     if is_float and not literal.startswith("0x"):
         literal = repr(float(literal))

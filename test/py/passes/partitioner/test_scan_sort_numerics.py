@@ -165,6 +165,9 @@ SCANS = {
     "cummax": lambda x: jax.lax.cummax(x, axis=0),
     "cummin_reverse": lambda x: jax.lax.cummin(x, axis=0, reverse=True),
     "cumsum_int": lambda x: jnp.cumsum((x * 10).astype(jnp.int32), axis=0),
+    # identities other than f32's: INT_MIN, bfloat16's +inf
+    "cummax_int": lambda x: jax.lax.cummax((x * 10).astype(jnp.int32), axis=0),
+    "cummin_bf16": lambda x: jax.lax.cummin(x.astype(jnp.bfloat16), axis=0),
 }
 
 
