@@ -404,9 +404,14 @@ def partial_axes(rule: ShardingRule, factors: Sequence[DimAxes]) -> DimAxes:
 def whole_copy_along(ctx: PartitionCtx, vid: int, dim: int) -> bool:
     """Whether value `vid` is laid out, or has a local copy, whole along
     `dim` (a windowed op then cuts each block's window from it locally);
-    never while it is an unreduced partial sum."""
+    never while it is an unreduced partial sum. A recomputable value (a
+    splat, an iota) is made whole where it is read: its window needs no
+    exchange (a pooling's window counts, `reduce_window` over ones, are
+    computed per block instead of whole, which XLA folds at compile time)."""
     if vid in ctx.deferred:
         return False
+    if ctx.recomputable(vid):
+        return True
     layouts = [ctx.layout(vid), *(lay for lay, _ in ctx.scope.versions_of(vid))]
     return any(not lay[dim] for lay in layouts)
 

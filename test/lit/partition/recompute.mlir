@@ -69,3 +69,36 @@ func.func public @relative_positions(%arg0: tensor<6x6xi32> {sdy.sharding = #sdy
   %7 = stablehlo.add %6, %arg0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>} : tensor<6x6xi32>
   return %7 : tensor<6x6xi32>
 }
+
+// -----
+
+sdy.mesh @mesh = <["x"=8]>
+
+// A pooling's window counts (count_include_pad=False: a window sum of ones)
+// along a split dim, the ones laid out split as propagation leaves them: they
+// are made whole where the window is cut, so each device sums its own window;
+// no exchange, and no whole reduce_window (which XLA would fold into a 64-row
+// constant at compile time) sliced afterwards.
+// CHECK-LABEL: func.func public @window_counts
+// CHECK-NOT: collective_permute
+// CHECK-NOT: all_gather
+// CHECK: %[[ONES:.*]] = stablehlo.broadcast_in_dim %{{.*}}, dims = [] : (tensor<f32>) -> tensor<64x4xf32>
+// CHECK: %[[PAD:.*]] = stablehlo.pad %[[ONES]], %{{.*}}, low = [1, 0], high = [1, 0]
+// CHECK: %[[WIN:.*]] = stablehlo.dynamic_slice %[[PAD]], %{{.*}}, %{{.*}}, sizes = [10, 4]
+// CHECK: "stablehlo.reduce_window"(%[[WIN]], %{{.*}})
+// CHECK-SAME: padding = dense<0> : tensor<2x2xi64>
+// CHECK: -> tensor<8x4xf32>
+// CHECK-NOT: collective_permute
+// CHECK-NOT: all_gather
+func.func public @window_counts(%arg0: tensor<64x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<64x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+  %cst = stablehlo.constant dense<1.000000e+00> : tensor<f32>
+  %0 = stablehlo.broadcast_in_dim %cst, dims = [] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<f32>) -> tensor<64x4xf32>
+  %cst_0 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %1 = "stablehlo.reduce_window"(%0, %cst_0) <{padding = dense<[[1, 1], [0, 0]]> : tensor<2x2xi64>, window_dimensions = array<i64: 3, 1>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<64x4xf32>, tensor<f32>) -> tensor<64x4xf32>
+  %2 = stablehlo.divide %arg0, %1 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<64x4xf32>
+  return %2 : tensor<64x4xf32>
+}

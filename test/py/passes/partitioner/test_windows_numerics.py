@@ -4,6 +4,7 @@ gradient, pad and slice; on 8 CPU devices against one device."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -337,6 +338,35 @@ def test_tiling_pool_gradient_needs_no_collective() -> None:
 
     compiled = run(grad, [rand(4, 64, 16, 8)], "8", [P(None, "x")], P(None, "x"))
     assert compiled.partition_report.collectives == []
+
+
+@pytest.mark.parametrize(("window", "stride"), [(3, 1), (3, 2), (5, 1)])
+@pytest.mark.parametrize(("mesh", "spec"), [("8", P(None, "x")), ("2x4", P("x", "y"))])
+def test_average_pool_without_padding_in_the_count(
+    window: int, stride: int, mesh: str, spec: P
+) -> None:
+    """count_include_pad=False (flax's `avg_pool`): each window's sum over
+    the window's count, a window sum of ones. The ones are made where each
+    device cuts its window: only the input's halo moves, as for the sum
+    alone (no exchange for the counts, no whole count sliced)."""
+
+    def sums(x: jax.Array) -> jax.Array:
+        return _pool(x, window, stride, "SAME", "add")
+
+    def f(x: jax.Array) -> jax.Array:
+        return sums(x) / sums(jnp.ones((*x.shape[:3], 1), x.dtype))
+
+    args = [rand(4, 64, 16, 8)]
+    compiled = run(f, args, mesh, [spec], spec)
+    alone = run(sums, args, mesh, [spec], spec)
+
+    def moved(c: meshjit.Compiled) -> list[tuple[str, int]]:
+        return [(m.kind, m.bytes_per_device) for m in c.partition_report.collectives]
+
+    assert moved(compiled) == moved(alone)
+    # no window sum over the whole height (64 rows), sliced afterwards
+    text = compiled.as_text("partitioned")
+    assert re.search(r", tensor<f32>\) -> tensor<\d+x64x\d+x1xf32>", text) is None
 
 
 def test_pad_with_interior_and_negative_edges() -> None:
