@@ -66,7 +66,12 @@ from meshjit.passes.partitioner.layouts import (
     span,
 )
 from meshjit.passes.partitioner.memory import MemoryWatch, fmt_bytes
-from meshjit.passes.partitioner.report import Collective, PartitionReport, Remark
+from meshjit.passes.partitioner.report import (
+    Collective,
+    PartitionFailure,
+    PartitionReport,
+    Remark,
+)
 
 # How many elementwise ops deep a value made only from iotas and splats is
 # made again where it is used instead of being moved (`recomputable`).
@@ -1218,12 +1223,44 @@ class PartitionCtx:
         if node.op in ("sdy.sharding_constraint", "sdy.reshard"):
             self.bind(node.results[0], self.val(node.operands[0]))
             return
+        if node.op == "func.call":
+            self._inline_verbatim(node)
+            return
         operands = [self.val(v) for v in node.operands]
         results = [self.global_ty(v) for v in node.results]
         regions = [self.verbatim_region(r[0]) for r in node.regions]
         outs = self.b.op(node.op, operands, results, self.op_attrs(node), regions)
         for vid, out in zip(node.results, outs, strict=True):
             self.bind(vid, out)
+
+    def _inline_verbatim(self, node: Node) -> None:
+        """A call in per-device code (a full-manual shard_map body, or a
+        region copied as it is): the callee's body emitted here as it is, on
+        the call's operands (the partitioned module keeps no private
+        functions: calls elsewhere are inlined and partitioned)."""
+        callee = getattr(node.attrs.get("callee"), "name", None)
+        if not isinstance(callee, str) or callee not in self.graph.symbols:
+            raise PartitionFailure(node.loc, f"call to unknown function {callee}")
+        if self.inline_depth > 64:
+            raise PartitionFailure(node.loc, "calls nest deeper than 64 (recursion?)")
+        block = self.graph.node(self.graph.symbols[callee]).regions[0][0]
+        operands = [self.val(v) for v in node.operands]
+        self.push_scope()
+        for arg, value in zip(block.args, operands, strict=True):
+            self.bind(arg, value)
+        self.inline_depth += 1
+        returned: list[int] = []
+        for nid in block.nodes:
+            child = self.graph.node(nid)
+            if child.op == "func.return":
+                returned = list(child.operands)
+                break
+            self.emit_verbatim(child)
+        self.inline_depth -= 1
+        values = [self.val(v) for v in returned]
+        self.pop_scope()
+        for vid, value in zip(node.results, values, strict=True):
+            self.bind(vid, value)
 
 
 def reshard_key(vid: int, layout: Layout) -> tuple[str, int, Layout]:

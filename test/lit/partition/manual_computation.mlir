@@ -48,3 +48,48 @@ func.func public @partial_manual_body_partitioned_over_free_axes(%arg0: tensor<6
   } : (tensor<64x16xf32>) -> tensor<32x32xf32>
   return %0 : tensor<32x32xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["x"=8]>
+// A full-manual body that calls private functions, one from a loop body
+// (jnp.where and a fori_loop's closed_call inside a shard_map): the calls are
+// inlined as written (the partitioned module keeps no private functions).
+// CHECK-LABEL: func.func public @full_manual_body_calls
+// CHECK: sdy.manual_computation
+// CHECK: stablehlo.while
+// CHECK: do {
+// CHECK: %[[T:.*]] = stablehlo.tanh %{{.*}} : tensor<8x16xf32>
+// CHECK: stablehlo.return %{{.*}}, %[[T]]
+// CHECK: %[[S:.*]] = stablehlo.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<8x16xi1>, tensor<8x16xf32>
+// CHECK: sdy.return %[[S]]
+// CHECK-NOT: func.call
+// CHECK-NOT: func.func private
+func.func public @full_manual_body_calls(%arg0: tensor<64x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<64x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {}]>] out_shardings=[<@mesh, [{"x"}, {}]>] manual_axes={"x"} (%arg1: tensor<8x16xf32>) {
+    %c0 = stablehlo.constant dense<0> : tensor<i32>
+    %1:2 = stablehlo.while(%i = %c0, %x = %arg1) : tensor<i32>, tensor<8x16xf32>
+    cond {
+      %c3 = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %c3, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %2 = func.call @step(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+      %c1 = stablehlo.constant dense<1> : tensor<i32>
+      %3 = stablehlo.add %i, %c1 : tensor<i32>
+      stablehlo.return %3, %2 : tensor<i32>, tensor<8x16xf32>
+    }
+    %z = stablehlo.constant dense<0.0> : tensor<8x16xf32>
+    %4 = stablehlo.compare GT, %1#1, %z : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xi1>
+    %5 = func.call @_where(%4, %1#1, %z) : (tensor<8x16xi1>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+    sdy.return %5 : tensor<8x16xf32>
+  } : (tensor<64x16xf32>) -> tensor<64x16xf32>
+  return %0 : tensor<64x16xf32>
+}
+func.func private @step(%arg0: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %0 = stablehlo.tanh %arg0 : tensor<8x16xf32>
+  return %0 : tensor<8x16xf32>
+}
+func.func private @_where(%arg0: tensor<8x16xi1>, %arg1: tensor<8x16xf32>, %arg2: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %0 = stablehlo.select %arg0, %arg1, %arg2 : tensor<8x16xi1>, tensor<8x16xf32>
+  return %0 : tensor<8x16xf32>
+}

@@ -63,6 +63,42 @@ def test_full_manual_psum_then_global_ops() -> None:
     check(f, rand(64, 16), MESH8, P("x"), P())
 
 
+def test_full_manual_pipeline_with_calls_in_its_loop() -> None:
+    """A GPipe-style schedule: one stage per device, microbatches passed on
+    by ppermute in a fori_loop. The body calls private functions
+    (`jnp.where`, `jnp.clip`, the loop's body), in the loop and after it,
+    which are inlined as written."""
+    n, micro = 8, 4
+    ws = np.random.default_rng(1).standard_normal((n, 16, 16)).astype(np.float32)
+    ring = [(k, (k + 1) % n) for k in range(n)]
+
+    def f(xs: jax.Array) -> jax.Array:
+        def stage(w: jax.Array, xs: jax.Array) -> jax.Array:
+            i = jax.lax.axis_index("x")
+
+            def step(t: jax.Array, c: tuple[jax.Array, jax.Array]) -> Any:
+                state, outs = c
+                inp = jnp.where(i == 0, xs[jnp.minimum(t, micro - 1)], state)
+                y = jnp.tanh(inp @ (w[0] * 0.3))
+                slot = jnp.clip(t - (n - 1), 0, micro - 1)
+                done = (i == n - 1) & (t >= n - 1)
+                outs = jnp.where(done, outs.at[slot].set(y), outs)
+                return jax.lax.ppermute(y, "x", ring), outs
+
+            start = (jnp.zeros(xs.shape[1:]), jnp.zeros_like(xs))
+            _, outs = jax.lax.fori_loop(0, micro + n - 1, step, start)
+            return jax.lax.psum(jnp.where(i == n - 1, outs, 0.0), "x")
+
+        return jax.shard_map(
+            stage, mesh=MESH8, in_specs=(P("x"), P()), out_specs=P(), check_vma=False
+        )(jnp.asarray(ws), xs)
+
+    compiled = check(f, rand(micro, 4, 16), MESH8, P(), P())
+    # the program's own ppermute and psum; the pipeline added nothing
+    kinds = sorted({c.kind for c in compiled.partition_report.collectives})
+    assert kinds == [], kinds
+
+
 @pytest.mark.parametrize("in_spec", [P("x", "y"), P("x"), P(None, "y")])
 def test_partial_manual_body_is_partitioned_over_free_axes(in_spec: P) -> None:
     def body(a: jax.Array) -> jax.Array:
