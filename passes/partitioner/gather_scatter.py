@@ -93,11 +93,22 @@ def scatter(node: Node, ctx: PartitionCtx) -> None:
         lop.operands[0] = ctx.only_at_zero(lop.operands[0], lop.partial)
     if len(node.operands) == 3:
         operand_layout = project(rule.operands[0], lop.factors, ctx.mesh)
-        if any(operand_layout):
+        if any(operand_layout[d] for d in _scattered_dims(node)):
             out = _local_scatter(ctx, node, lop, operand_layout, combiner)
             finish(ctx, node, lop, [out])
             return
+    # Split only along window dims: each device scatters every update's
+    # window piece into its block, indices as they are (out-of-bounds ones
+    # dropped as XLA drops them, as under jax.jit).
     emit(ctx, node, lop)
+
+
+def _scattered_dims(node: Node) -> list[int]:
+    """The operand dims a scatter's index vectors address."""
+    dims = node.attrs.get("scatter_dimension_numbers")
+    if not isinstance(dims, Mapping):
+        return []
+    return list(ints(dims.get("scattered_dims_to_operand_dims")))
 
 
 def _scatter_unsplittable(graph: Graph, node: Node, rule: ShardingRule) -> set[int]:
@@ -181,6 +192,17 @@ def _masked_gather(
     table = ctx.graph.value(node.operands[0])
     assert table.shape is not None
     table_val, indices = lop.operands[0], lop.operands[1]
+    # XLA clamps each start index into [0, dim - slice size] of the whole
+    # table (`x[i]` past the end reads the last row under jax.jit): clamped
+    # here first, or no block would hold it and the lookup would read zeros.
+    sizes = ints(node.attrs.get("slice_sizes"))
+    scalar = Ty((), indices.ty.dtype)
+    highest = [b.splat(scalar, str(table.shape[d] - sizes[d])) for d in index_map]
+    indices = b.binary(
+        "stablehlo.minimum",
+        b.binary("stablehlo.maximum", indices, b.splat(indices.ty, "0")),
+        _spread(ctx, highest, indices.ty, vector_dim),
+    )
     offsets, limits = _index_blocks(
         ctx, index_map, table_layout, table.shape, indices.ty.dtype
     )

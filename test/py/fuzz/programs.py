@@ -582,25 +582,31 @@ class _Builder:
         pad_value = f"jnp.array({value}, v{a}.dtype)"
         self.emit(f"jax.lax.pad(v{a}, {pad_value}, {config})", [a], True)
 
-    def _indices(self, bound: int) -> tuple[str, list[int]]:
-        """Index text: a literal array, or a new int32 input (sharded too)."""
+    def _indices(self, bound: int, outside: bool = False) -> tuple[str, list[int]]:
+        """Index text: a literal array, or a new int32 input (sharded too);
+        `outside`: literal indices may lie up to 3 past either end."""
         rank = self.draw(st.sampled_from([1, 2]))
         shape = tuple(self.draw(st.sampled_from([2, 4, 3, 8])) for _ in range(rank))
         if self.draw(st.booleans()):
             vid = self.new_input(shape, I32, bound)
             return f"v{vid}", [vid]
         rng = np.random.default_rng(self.draw(st.integers(0, 2**16)))
-        idx = rng.integers(0, bound, shape).tolist()
+        low, high = (-bound - 3, bound + 3) if outside else (0, bound)
+        idx = rng.integers(low, high, shape).tolist()
         return f"jnp.array({idx}, jnp.int32)", []
 
     def op_gather(self) -> None:
+        """`jnp.take`; with mode "clip" or "fill", indices out of range too
+        (a clipped one reads the end row, XLA's clamp of a start index)."""
         a = self.pick()
         sa = self.shape(a)
         if not sa:
             raise _Skip
         d = self.draw(st.integers(0, len(sa) - 1))
-        idx, extra = self._indices(sa[d])
-        self.emit(f"jnp.take(v{a}, {idx}, axis={d})", [a, *extra], True)
+        mode = self.draw(st.sampled_from([None, "clip", "fill"]))
+        idx, extra = self._indices(sa[d], outside=mode is not None)
+        how = "" if mode is None else f', mode="{mode}", fill_value=0'
+        self.emit(f"jnp.take(v{a}, {idx}, axis={d}{how})", [a, *extra], True)
 
     def op_scatter(self) -> None:
         a = self.pick()
@@ -614,17 +620,20 @@ class _Builder:
         if self.dtype == C64 and mode == "max":
             mode = "add"
         rng = np.random.default_rng(self.draw(st.integers(0, 2**16)))
+        # out of range (mode="drop": such updates are dropped) or not
+        drop = self.draw(st.booleans())
         if mode == "set":  # duplicates would make "set" order-dependent
             idx = rng.permutation(n)[:k].tolist()
         else:
-            idx = rng.integers(0, n, k).tolist()
+            idx = rng.integers(-n - 3 if drop else 0, n + 3 if drop else n, k).tolist()
         where = ":, " * d + f"jnp.array({idx}, jnp.int32)"
         if self.draw(st.booleans()):
             upd = self.new_input((*sa[:d], k, *sa[d + 1 :]))
             update, operands = f"v{upd}", [a, upd]
         else:
             update, operands = ("3" if self.dtype == I32 else "0.5"), [a]
-        expr = f"v{a}.at[{where}].{mode}({update})"
+        how = ', mode="drop"' if drop else ""
+        expr = f"v{a}.at[{where}].{mode}({update}{how})"
         exact = mode in ("set", "max") or self.dtype == I32
         if mode == "add" and self.dtype != I32:
             expr = f"({expr}) * 0.5"

@@ -377,6 +377,56 @@ def test_gather_embedding(mesh: str, table_spec: P, ids_spec: P) -> None:
     assert "computed replicated" not in report
 
 
+# Out-of-range ids: 64 and 70 past the end, -80 before the start (after
+# jax's wrap of negatives, still negative), -1 the last row.
+OUT_OF_RANGE = np.array([[3, 70, -80, 63], [64, -1, 0, 9]], np.int32)
+
+
+@pytest.mark.parametrize("mode", [None, "clip", "fill", "wrap"], ids=lambda m: str(m))
+@pytest.mark.parametrize(("mesh", "table_spec"), [("8", P("x")), ("2x4", P("y", "x"))])
+def test_gather_out_of_range_ids_from_a_split_table(
+    mode: str | None, mesh: str, table_spec: P
+) -> None:
+    """XLA clamps a gather's start indices into the whole table (`x[i]` past
+    the end reads the last row under jax.jit, as `mode="clip"` asks): a
+    table split along the looked-up dim clamps before each block masks its
+    own rows, or such a lookup read zeros."""
+
+    def lookup(table: jax.Array, ids: jax.Array) -> jax.Array:
+        return jnp.take(table, ids, axis=0, mode=mode, fill_value=-1.0)
+
+    table = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)
+    got, want, _ = run_both(
+        lookup, [table, OUT_OF_RANGE], mesh_of(mesh), [table_spec, P()], P()
+    )
+    close(got, want, exact=True)
+
+
+@pytest.mark.parametrize("how", ["add", "set", "max"])
+def test_scatter_drops_out_of_range_updates_into_a_table_split_by_columns(
+    how: str,
+) -> None:
+    """`x.at[i].add(u, mode="drop")` with ids past either end, the table split
+    along its columns (the window dim, not the one scattered into): each
+    device scatters its columns of every update with the ids as they are.
+    Routing them through the split-row path sent the dropped updates to row 0
+    (no row dim split: no scratch row to send them to)."""
+
+    def scatter(x: jax.Array, ids: jax.Array, u: jax.Array) -> jax.Array:
+        return getattr(x.at[ids], how)(u, mode="drop")
+
+    ids = np.random.default_rng(0).integers(-100, 100, 200).astype(np.int32)
+    u = rand(200, 16)
+    got, want, _ = run_both(
+        scatter,
+        [rand(64, 16), ids, u],
+        mesh_of("8"),
+        [P(None, "x"), P(), P(None, "x")],
+        P(None, "x"),
+    )
+    close(got, want, exact=True)
+
+
 def scatter_add(a: jax.Array) -> jax.Array:
     return a.at[jnp.array([1, 3, 3, 7])].add(1.0)
 
