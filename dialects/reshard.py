@@ -320,7 +320,13 @@ def _plan_collectives(
 ) -> list[Step]:
     cur = [list(d) for d in src]
     steps: list[Step] = []
-    early = _free_additions(cur, dst, partial)
+    # A dim `dst` splits unevenly is cut at once, at the end: cut axis by
+    # axis, its padded blocks would not be the compound split's (2 rows over
+    # ("x"=2, "y"=4): row 1 on device (0, 1), not on (1, 0)).
+    early = tuple(
+        add if shape[d] % _span(dst[d], mesh) == 0 else ()
+        for d, add in enumerate(_free_additions(cur, dst, partial))
+    )
     if any(early):
         # Cut first: every collective below then moves blocks that much
         # smaller (the cut's index is the device's coordinate along the

@@ -79,3 +79,17 @@ def test_an_axis_leaves_a_dim_by_its_minor_part_only() -> None:
     assert plan_reshard(((hi,), ()), src, shape, MESH) == [LocalSlice(((lo,), ()))]
     # gathered whole: one gather of x, spelled as the axis again
     assert plan_reshard(((hi, lo), ()), ((), ()), shape, MESH) == [AllGather(0, (X,))]
+
+
+def test_a_dim_split_unevenly_is_cut_at_once() -> None:
+    """[{}, {y}] -> [{x, y}, {}] with 2 rows over 8 devices: padded blocks
+    of one row, row 1 on device (x=0, y=1). Cutting x early (it is free) and
+    y after its gather put row 1 on (x=1, y=0): a jax.lax.associative_scan
+    along a dim split over ("x", "y") read zeros for its last row (found by
+    a probe)."""
+    src, dst, shape = ((), (Y,)), ((X, Y), ()), (2, 4)
+    steps = plan_reshard(src, dst, shape, MESH)
+    assert steps == [AllGather(1, (Y,)), LocalSlice(((X, Y), ()))]
+    # an even dim still takes its free axis first (then y moves over)
+    steps = plan_reshard(src, dst, (8, 4), MESH)
+    assert steps == [LocalSlice(((X,), ())), AllToAll((Y,), 0, 1)]

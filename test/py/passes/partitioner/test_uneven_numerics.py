@@ -157,3 +157,24 @@ def test_a_size_one_dim_gathered_by_one_sum_keeps_every_bit(dtype: str) -> None:
     assert got.tobytes() == want.tobytes()
     kinds = [c.kind for c in compiled.partition_report.collectives]
     assert kinds == ["all-reduce"], compiled.partition_report.collectives
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("axes", [("x", "y"), ("y", "x")])
+def test_associative_scan_along_a_dim_split_over_two_axes(
+    reverse: bool, axes: tuple[str, str]
+) -> None:
+    """`jax.lax.associative_scan` halves its operand until 2 and 1 rows are
+    left, split over both axes (padded blocks of one row): each uneven dim
+    is cut into its blocks at once. Cut axis by axis, row 1 of a 2-row value
+    went to device (x=1, y=0) instead of (0, 1), and the scan's last (or,
+    reversed, first) row read 0."""
+    sharding = NamedSharding(MESH24, P(axes))
+
+    def scan(v: jax.Array) -> jax.Array:
+        return jax.lax.associative_scan(jnp.add, v, reverse=reverse, axis=0)
+
+    x = np.arange(1, 65, dtype=np.float32)[:, None] * np.ones((1, 8), np.float32)
+    compiled = meshjit.jit(scan, in_shardings=sharding).lower(x).compile()
+    got = np.asarray(compiled(jax.device_put(x, sharding)))
+    np.testing.assert_array_equal(got, np.asarray(jax.jit(scan)(x)))
