@@ -864,12 +864,24 @@ class _Builder:
                     "pool_grad",
                     "top_k",
                     "dropout",
+                    "associative_scan",
                 ]
             )
         )
         if kind == "cumsum":
             scale = "" if self.dtype == I32 else f" * {1.0 / sa[d]!r}"
             self.emit(f"jnp.cumsum(v{a}, axis={d}){scale}", [a], self.dtype == I32)
+        elif kind == "associative_scan":
+            # halves the dim down to 2 and 1 rows (strided slices, interior
+            # pads): uneven blocks on any split
+            reverse = self.draw(st.booleans())
+            scale = "" if self.dtype == I32 else f" * {1.0 / sa[d]!r}"
+            self.emit(
+                f"jax.lax.associative_scan(jnp.add, v{a}, reverse={reverse}, "
+                f"axis={d}){scale}",
+                [a],
+                self.dtype == I32,
+            )
         elif kind == "sort":
             self.emit(f"jnp.sort(v{a}, axis={d})", [a], True)
         elif kind == "flip":
