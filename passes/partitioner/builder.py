@@ -135,6 +135,16 @@ _INFINITIES = {
 }
 
 
+def collective_combiner(combiner: str | None, dtype: str) -> bool:
+    """Whether an all-reduce computes `combiner` over `dtype`: XLA's
+    collectives sum, multiply, take max or min (booleans' and/or as min/max);
+    bitwise xor, and integer and/or are refused by its CPU runtime
+    ("Unsupported reduction computation"), as by NCCL."""
+    if combiner in ("stablehlo.and", "stablehlo.or"):
+        return dtype == "i1"
+    return combiner != "stablehlo.xor"
+
+
 def combiner_identity(combiner: str | None, dtype: str) -> str | None:
     """The literal of the element `combiner` leaves every `dtype` value as
     it is (x op e == x, NaN included), or None: no such combiner (a
@@ -142,7 +152,7 @@ def combiner_identity(combiner: str | None, dtype: str) -> str | None:
     infinities, min or max of complex numbers)."""
     complex_ = dtype.startswith("complex")
     is_int = dtype[0] in "iu"
-    if combiner == "stablehlo.add":
+    if combiner == "stablehlo.add" or (combiner == "stablehlo.xor" and not complex_):
         return zero_text(dtype)
     if combiner == "stablehlo.multiply":
         if complex_:

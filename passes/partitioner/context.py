@@ -43,6 +43,8 @@ from meshjit.passes.partitioner.builder import (
     Builder,
     Ty,
     Val,
+    collective_combiner,
+    combiner_identity,
     groups_attr,
     has_bits,
     itemsize,
@@ -566,6 +568,20 @@ class PartitionCtx:
                 a, step.split_dim, step.concat_dim, count, groups, after
             )
         assert isinstance(step, AllReduce | ReduceScatter)
+        if not collective_combiner(combiner, dtype):
+            # no all-reduce computes it (XLA's collectives sum, multiply,
+            # take max or min): every device's partial value gathered on a
+            # new major dim, then reduced where it is
+            count = span(step.axes, self.mesh)
+            nbytes = (count - 1) * math.prod(local_before) * itemsize(dtype)
+            op_name, loc, reason = why
+            self.record(
+                "all-gather",
+                step.axes,
+                nbytes,
+                (op_name, loc, f"{reason} (partial values of a {combiner} reduce)"),
+            )
+            return self.gather_and_reduce(a, after, step, combiner)
         kind = "all-reduce" if isinstance(step, AllReduce) else "reduce-scatter"
         self.record(kind, step.axes, moved, why)
         if combiner not in ("stablehlo.maximum", "stablehlo.minimum"):
@@ -666,6 +682,33 @@ class PartitionCtx:
         key = b.select(b.compare(a, a, "NE"), b.splat(as_int, str(extreme)), key)
         reduced = self.reduce_across(key, result.with_dtype(int_type), step, combiner)
         return b.op1("stablehlo.bitcast_convert", [ordered(reduced)], result)
+
+    def gather_and_reduce(
+        self, a: Val, result: Ty, step: AllReduce | ReduceScatter, combiner: str
+    ) -> Val:
+        """An all-reduce (or reduce-scatter) under a combiner no collective
+        computes (bitwise xor; and, or of integers): one all-gather of the
+        partial values stacked on a new dim, reduced there locally (then
+        this device's block cut, for a reduce-scatter)."""
+        b = self.b
+        shape = list(a.ty.shape or ())
+        count = span(step.axes, self.mesh)
+        stacked = b.reshape(a, [1, *shape])
+        gathered = b.all_gather(
+            stacked, 0, self.groups(step.axes), a.ty.with_shape([count, *shape])
+        )
+        identity = combiner_identity(combiner, a.ty.dtype)
+        assert identity is not None
+        init = b.splat(Ty((), a.ty.dtype), identity)
+        reduced = b.reduce(gathered, init, [0], combiner)
+        if isinstance(step, AllReduce):
+            return reduced
+        block = (result.shape or ())[step.dim]
+        starts = [
+            self.dim_offset(step.axes, block) if d == step.dim else self.const_i32(0)
+            for d in range(len(shape))
+        ]
+        return b.dynamic_slice(reduced, starts, list(result.shape or ()))
 
     def reduce_across(
         self, a: Val, result: Ty, step: AllReduce | ReduceScatter, combiner: str

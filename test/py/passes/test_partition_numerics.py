@@ -814,3 +814,26 @@ def test_partial_sums_flow_through_linear_ops() -> None:
     close(got, want)
     sizes = sorted(c.bytes_per_device for c in LAST_REPORT[0].collectives)
     assert sizes == [all_reduce_bytes(8 * 4, 4), all_reduce_bytes(8 * 32 * 4, 4)]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.bool_])
+@pytest.mark.parametrize("op", ["xor", "and", "or"])
+def test_bitwise_reduction_across_devices(op: str, dtype: type) -> None:
+    """A bitwise reduce along a split dim: XLA's collectives sum, multiply,
+    take max or min, and its CPU runtime refuses an all-reduce of xor (or of
+    integer and/or: "Unsupported reduction computation", jax.jit's own
+    sharded run fails so). The partial values are gathered on a new dim and
+    reduced locally; a result split over the reduced axes keeps its block."""
+    fn = {"xor": jax.lax.bitwise_xor, "and": jax.lax.bitwise_and}.get(
+        op, jax.lax.bitwise_or
+    )
+    init = np.array(-1 if op == "and" else 0).astype(dtype)
+    x = np.random.default_rng(3).integers(0, 255, (64, 16)).astype(dtype)
+
+    def reduce(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return jax.lax.reduce(a, init, fn, (0,)), jax.lax.reduce(a, init, fn, (1,))
+
+    got, want, _ = run_both(
+        reduce, [x], mesh_of("2x4"), [P(("x", "y"), None)], (P(("x", "y")), P())
+    )
+    close(got, want, exact=True)
