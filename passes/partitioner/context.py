@@ -1276,29 +1276,40 @@ class PartitionCtx:
         for vid, out in zip(node.results, outs, strict=True):
             self.bind(vid, out)
 
+    def callee_block(self, node: Node) -> Block:
+        """The body of the function a `func.call` calls (refused where it is
+        unknown, or where calls nest past 64: recursion)."""
+        callee = getattr(node.attrs.get("callee"), "name", None)
+        if not isinstance(callee, str) or callee not in self.graph.symbols:
+            raise PartitionFailure(
+                node.loc, f"call to unknown function {node.attrs.get('callee')}"
+            )
+        if self.inline_depth > 64:
+            raise PartitionFailure(node.loc, "calls nest deeper than 64 (recursion?)")
+        return self.graph.node(self.graph.symbols[callee]).regions[0][0]
+
+    def emit_verbatim_body(self, block: Block, terminator: str) -> list[int]:
+        """`block`'s ops emitted as they are, up to its `terminator` (whose
+        operands are returned)."""
+        for nid in block.nodes:
+            child = self.graph.node(nid)
+            if child.op == terminator:
+                return list(child.operands)
+            self.emit_verbatim(child)
+        return []
+
     def _inline_verbatim(self, node: Node) -> None:
         """A call in per-device code (a full-manual shard_map body, or a
         region copied as it is): the callee's body emitted here as it is, on
         the call's operands (the partitioned module keeps no private
         functions: calls elsewhere are inlined and partitioned)."""
-        callee = getattr(node.attrs.get("callee"), "name", None)
-        if not isinstance(callee, str) or callee not in self.graph.symbols:
-            raise PartitionFailure(node.loc, f"call to unknown function {callee}")
-        if self.inline_depth > 64:
-            raise PartitionFailure(node.loc, "calls nest deeper than 64 (recursion?)")
-        block = self.graph.node(self.graph.symbols[callee]).regions[0][0]
+        block = self.callee_block(node)
         operands = [self.val(v) for v in node.operands]
         self.push_scope()
         for arg, value in zip(block.args, operands, strict=True):
             self.bind(arg, value)
         self.inline_depth += 1
-        returned: list[int] = []
-        for nid in block.nodes:
-            child = self.graph.node(nid)
-            if child.op == "func.return":
-                returned = list(child.operands)
-                break
-            self.emit_verbatim(child)
+        returned = self.emit_verbatim_body(block, "func.return")
         self.inline_depth -= 1
         values = [self.val(v) for v in returned]
         self.pop_scope()

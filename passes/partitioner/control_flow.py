@@ -15,19 +15,11 @@ from meshjit.passes.partitioner.builder import Ty, Val, itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.cost import pieces_sum_seconds, reshard_seconds
 from meshjit.passes.partitioner.layouts import layout_of, unreduced_of
-from meshjit.passes.partitioner.report import PartitionFailure
 
 
 def call(node: Node, ctx: PartitionCtx) -> None:
     """The callee's body is emitted here on the call's operands."""
-    callee_ref = node.attrs.get("callee")
-    callee_name = getattr(callee_ref, "name", None)
-    if not isinstance(callee_name, str) or callee_name not in ctx.graph.symbols:
-        raise PartitionFailure(node.loc, f"call to unknown function {callee_ref}")
-    if ctx.inline_depth > 64:
-        raise PartitionFailure(node.loc, "calls nest deeper than 64 (recursion?)")
-    func = ctx.graph.node(ctx.graph.symbols[callee_name])
-    block = func.regions[0][0]
+    block = ctx.callee_block(node)
     for arg in block.args:  # from an earlier call of the same function
         ctx.deferred.pop(arg, None)
     # A partial sum passes into the inlined body as it is (its ops handle
@@ -398,13 +390,7 @@ def manual_computation(node: Node, ctx: PartitionCtx) -> None:
         ctx.bind(a, value)
         ctx.layouts[a] = _free(lay, names)
     if full:
-        returned: list[int] = []
-        for nid in block.nodes:
-            child = ctx.graph.node(nid)
-            if child.op == "sdy.return":
-                returned = list(child.operands)
-                break
-            ctx.emit_verbatim(child)
+        returned = ctx.emit_verbatim_body(block, "sdy.return")
         values = [ctx.val(v) for v in returned]
     else:
         returned = ctx.emit_block(block.nodes) or []
