@@ -113,15 +113,16 @@ def _scattered_dims(node: Node) -> list[int]:
 
 def _scatter_unsplittable(graph: Graph, node: Node, rule: ShardingRule) -> set[int]:
     """A scatter runs on a block of its operand with shifted indices when every
-    split operand dim is one it scatters into with window size 1 (inserted):
-    then each update lands in exactly one block. Other split dims (a window
-    that may straddle blocks, variadic scatters) stay whole."""
+    split dim it scatters into has window size 1 (inserted): then each update
+    lands in exactly one block; dims it does not scatter into (whole windows)
+    may be split too. Scattered dims with wider windows (which may straddle
+    blocks) and variadic scatters stay whole."""
     if len(node.operands) != 3:
         return {f for t in (*rule.operands, *rule.results) for d in t for f in d}
     dims = node.attrs.get("scatter_dimension_numbers")
     if not isinstance(dims, Mapping):
         return set()
-    scattered = set(ints(dims.get("scattered_dims_to_operand_dims")))
+    scattered = set(_scattered_dims(node))
     inserted = set(ints(dims.get("inserted_window_dims")))
     out: set[int] = set()
     for d, factors in enumerate(rule.operands[0]):
@@ -248,7 +249,7 @@ def _local_scatter(
     b = ctx.b
     dims = node.attrs.get("scatter_dimension_numbers")
     assert isinstance(dims, Mapping)
-    index_map = ints(dims.get("scattered_dims_to_operand_dims"))
+    index_map = _scattered_dims(node)
     vector_dim = dims.get("index_vector_dim")
     assert isinstance(vector_dim, int)
     operand = ctx.graph.value(node.operands[0])
