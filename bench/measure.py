@@ -60,7 +60,8 @@ class Row:
     bound: tuple[tuple[str, ...], int] | None = None
     mem: int = 0
     jax_mem: int = 0
-    max_rel_err: float = math.nan
+    max_rel_err: float = math.nan  # against one device, unsharded
+    jax_rel_err: float = math.nan  # jax.jit's sharded run, the same way
     flops: float = math.nan  # per device, XLA's cost analysis of the executable
     xla_flops: float = math.nan
     remarks: list[str] = field(default_factory=list)
@@ -285,6 +286,9 @@ def measure(
     reference = work.reference or work.fn
     want = jax.tree.leaves(jax.jit(reference)(*jax.device_put(args, one)))
     row.max_rel_err = max_rel_err(got, want)
+    # jax.jit's own sharded run against the same reference: how far apart
+    # sharding puts the two with this program's dtypes (bf16: ~1e-2)
+    row.jax_rel_err = max_rel_err(jax.tree.leaves(jax_compiled(*placed)), want)
 
     # Steady state: interleaved A/B, medians after warm-up.
     def run_meshjit() -> None:

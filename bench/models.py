@@ -483,6 +483,132 @@ LLAMA_FSDP = Workload(
 )
 
 
+# Scanned decoder (MaxText / Flax `nn.scan` style) ---------------------------------
+# The layers' weights stacked on a leading dim and run by one `lax.scan`, each
+# layer under `jax.checkpoint` with a save-the-matmuls policy; f32 parameters,
+# bf16 compute, dropout keys split per layer, AdamW with global-norm clipping.
+# The partitioner sees the layers once, inside a while loop, forward and
+# backward.
+
+SLM_VOCAB, SLM_E, SLM_HEADS, SLM_FF = 1000, 128, 4, 512
+SLM_SEQ, SLM_BATCH, SLM_LAYERS = 64, 8, 4
+
+
+def _slm_params(col: P, row: P, embed: P, stack: P) -> dict[str, Any]:
+    """The stacked parameter tree; `col`/`row`: the specs of the matrices
+    that widen/narrow the features (after the layer dim), `embed`: the
+    embedding's, `stack`: the norms'."""
+    n, e, f = SLM_LAYERS, SLM_E, SLM_FF
+    return {
+        "embed": _Leaf((SLM_VOCAB, e), embed, scale=0.05),
+        "pos": _Leaf((SLM_SEQ, e), scale=0.05),
+        "layers": {
+            "ln1": _Leaf((n, e), stack, "ones"),
+            "qkv": _Leaf((n, e, 3 * e), col, scale=0.05),
+            "out": _Leaf((n, e, e), row, scale=0.05),
+            "ln2": _Leaf((n, e), stack, "ones"),
+            "fc1": _Leaf((n, e, f), col, scale=0.05),
+            "fc2": _Leaf((n, f, e), row, scale=0.05),
+        },
+        "ln_f": _Leaf((e,), init="ones"),
+    }
+
+
+def _slm_norm(x: jax.Array, scale: jax.Array) -> jax.Array:
+    x = x.astype(jnp.float32)
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return ((x - mean) * jax.lax.rsqrt(var + 1e-5) * scale).astype(jnp.bfloat16)
+
+
+def _slm_layer(x: jax.Array, p: dict[str, jax.Array], key: jax.Array) -> jax.Array:
+    b, s, e = x.shape
+    bf = jnp.bfloat16
+    q, k, v = jnp.split(_slm_norm(x, p["ln1"]) @ p["qkv"].astype(bf), 3, axis=-1)
+    heads = (b, s, SLM_HEADS, e // SLM_HEADS)
+    att = _attention(q.reshape(heads), k.reshape(heads), v.reshape(heads), True)
+    o = att.reshape(b, s, e) @ p["out"].astype(bf)
+    keep = jax.random.bernoulli(key, 0.9, o.shape)
+    x = x + jnp.where(keep, o / 0.9, 0).astype(x.dtype)
+    h = _slm_norm(x, p["ln2"])
+    return x + (jax.nn.gelu(h @ p["fc1"].astype(bf)) @ p["fc2"].astype(bf)).astype(
+        x.dtype
+    )
+
+
+_SLM_REMAT = jax.checkpoint(
+    _slm_layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+)
+
+
+def scan_lm_loss(params: dict[str, Any], tokens: jax.Array, key: jax.Array) -> Any:
+    x = params["embed"][tokens[:, :-1]] + params["pos"]
+
+    def body(x: jax.Array, layer: Any) -> tuple[jax.Array, None]:
+        p, k = layer
+        return _SLM_REMAT(x, p, k), None
+
+    keys = jax.random.split(key, SLM_LAYERS)
+    x, _ = jax.lax.scan(body, x, (params["layers"], keys))
+    h = _slm_norm(x, params["ln_f"])
+    logits = (h @ params["embed"].T.astype(jnp.bfloat16)).astype(jnp.float32)
+    return _cross_entropy(logits, tokens[:, 1:])
+
+
+def scan_lm_train_step(
+    params: dict[str, Any],
+    mu: dict[str, Any],
+    nu: dict[str, Any],
+    tokens: jax.Array,
+    key: jax.Array,
+) -> Any:
+    loss, grads = jax.value_and_grad(scan_lm_loss)(params, tokens, key)
+    norm = jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree.leaves(grads)))
+    grads = jax.tree.map(lambda g: g * jnp.minimum(1.0, 1.0 / (norm + 1e-6)), grads)
+    b1, b2, lr, wd = 0.9, 0.999, 1e-3, 0.01
+    mu = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, mu, grads)
+    nu = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, nu, grads)
+    params = jax.tree.map(
+        lambda p, m, v: p - lr * (m / (jnp.sqrt(v) + 1e-8) + wd * p), params, mu, nu
+    )
+    return params, mu, nu, loss
+
+
+# Megatron tensor parallelism over "y" (data over "x"), and FSDP over all 8
+# devices (every matrix and the embedding split on the model dim).
+_SLM_TP = _slm_params(P(None, None, "y"), P(None, "y", None), P("y"), P())
+_SLM_FSDP = _slm_params(P(None, "x", None), P(None, None, "x"), P("x"), P())
+
+
+def scan_lm_args() -> tuple[Any, ...]:
+    params = _arrays(_SLM_TP, seed=21)
+    mu = jax.tree.map(np.zeros_like, params)
+    # second moments as after some steps: with zeros the first update is
+    # sign(grad), which flips with bf16 rounding where a gradient is ~0
+    nu = jax.tree.map(lambda p: np.full_like(p, 1e-6), params)
+    tokens = _ints(SLM_BATCH, SLM_SEQ + 1, high=SLM_VOCAB, seed=22)
+    return (params, mu, nu, tokens, np.asarray(jax.random.PRNGKey(23)))
+
+
+def _slm_layout(name: str, mesh: str, params: Any, batch: P) -> Layout:
+    specs = _specs(params)
+    return Layout(
+        name, mesh, (specs, specs, specs, batch, P()), (specs, specs, specs, P())
+    )
+
+
+SCAN_LM_TRAIN = Workload(
+    "scan_lm_train",
+    scan_lm_train_step,
+    scan_lm_args,
+    (
+        _slm_layout("dp2_tp4", "2x4", _SLM_TP, P("x")),
+        _slm_layout("fsdp8", "8", _SLM_FSDP, P("x")),
+    ),
+    tags=("model", "transformer", "train", "loop"),
+)
+
+
 # ViT -------------------------------------------------------------------------------
 
 VIT_PATCH, VIT_E, VIT_HEADS, VIT_MLP, VIT_CLASSES, VIT_LAYERS = 8, 128, 4, 512, 10, 2
@@ -1321,6 +1447,7 @@ MODELS = (
     CONV_TRAIN,
     GPT2_TRAIN,
     LLAMA_FSDP,
+    SCAN_LM_TRAIN,
     VIT_FWD,
     VIT_TRAIN,
     T5_FWD,
