@@ -9,7 +9,8 @@ launches once per operand; FLOP/s from a matmul; memory bandwidth from an
 elementwise op (both from two sizes, less the program's launch); the
 small-block constants (`gemm_n_tile`, `gemm_k_tile`, `vector_bytes`) are
 copied from the platform's documented defaults and listed as
-`not_measured`. Use the
+`not_measured`, as is `runtime_cut_offsets` (whether the platform's
+compiler compiles each distinct kernel on its own). Use the
 file with `meshjit-opt -p 'partition{cost=FILE}'` or `MESHJIT_COST=FILE` for
 `meshjit.jit`. Timings are medians of repeated runs; on a busy or small
 machine they are noisy, so run it on an idle one.
@@ -37,6 +38,8 @@ from jax.sharding import PartitionSpec as P
 from meshjit.passes.partitioner.cost import PLATFORMS, CostModel
 
 BLOCK_FIELDS = ("gemm_n_tile", "gemm_k_tile", "vector_bytes")
+# Copied from the platform's defaults as well: a property of its compiler.
+COPIED_FIELDS = (*BLOCK_FIELDS, "runtime_cut_offsets")
 
 
 def _seconds(fn: Callable[[], Any], repeat: int) -> float:
@@ -212,9 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     # reductions (measured by hand, `cost.py`'s "cpu" comment). The file
     # carries the platform's documented values so that using it keeps them.
     defaults = PLATFORMS.get(found["platform"], CostModel())
-    for name in BLOCK_FIELDS:
+    for name in COPIED_FIELDS:
         found[name] = getattr(defaults, name)
-    found["not_measured"] = list(BLOCK_FIELDS)
+    found["not_measured"] = list(COPIED_FIELDS)
     found["devices"] = args.devices
     text = json.dumps(found, indent=1)
     print(text)

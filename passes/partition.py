@@ -87,7 +87,12 @@ class PartitionPass(ModulePass):
         if self.combine:
             small = SMALL_REDUCE_BYTES if model.variadic_launches else 0
             report.combined.extend(
-                combine_collectives(module, small_reduce=small, gathers=limit is None)
+                combine_collectives(
+                    module,
+                    small_reduce=small,
+                    gathers=limit is None,
+                    runtime_offsets=model.runtime_cut_offsets,
+                )
             )
         diags.payloads["partition"] = report
         if diags.wants("collectives"):

@@ -67,6 +67,13 @@ class CostModel:
     # once per operand (XLA's CPU backend): independent all-reduces share a
     # launch only where meshjit concatenates them (`partitioner/combine.py`).
     variadic_launches: bool = False
+    # The platform's compiler compiles each distinct fused kernel on its own
+    # (XLA's CPU backend: LLVM per kernel, 10-20 ms each on this project's
+    # machine): combined collectives' results are cut out at offsets XLA
+    # sees only at run time, so that same-shape consumers share one kernel
+    # (`partitioner/combine.py`). Off where a loop costs a host round trip
+    # per step (GPUs) and that was not measured.
+    runtime_cut_offsets: bool = False
     # A convolution runs as a GEMM per output pixel: N = the kernel's output
     # features, K = its input features times its window. Below these sizes
     # (per device) the GEMM leaves vector lanes or its inner loop idle and
@@ -201,6 +208,7 @@ PLATFORMS: dict[str, CostModel] = {
             ("collective-permute", 2.1e9),
         ),
         variadic_launches=True,
+        runtime_cut_offsets=True,
         gemm_n_tile=8,
         gemm_k_tile=32,
         vector_bytes=32,
@@ -248,6 +256,11 @@ def load_cost(spec: str) -> CostModel:
                 f"the kinds are {', '.join(_KIND.values())}"
             )
         per_kind[table] = tuple(sorted((str(k), float(v)) for k, v in kinds.items()))
+    runtime_cuts = data.get("runtime_cut_offsets", False)
+    if not isinstance(runtime_cuts, bool):
+        raise ValueError(
+            f"cost model file {spec!r}: runtime_cut_offsets is not true/false"
+        )
     tiles = {}
     for name, least in (("gemm_n_tile", 1), ("gemm_k_tile", 1), ("vector_bytes", 0)):
         tile = data.get(name, least)
@@ -267,6 +280,7 @@ def load_cost(spec: str) -> CostModel:
         per_kind["kind_bandwidth"],
         per_kind["kind_latency"],
         variadic,
+        runtime_cuts,
         **tiles,
     )
 

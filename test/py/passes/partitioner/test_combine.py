@@ -4,6 +4,9 @@ what the unsharded program computes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -194,3 +197,61 @@ def test_dependent_collectives_are_not_combined() -> None:
         np.asarray(got), np.asarray(f(x, ws)), rtol=1e-5, atol=1e-5
     )
     assert compiled.partition_report.combined == []
+
+
+@pytest.mark.devices(8)
+def test_cut_outs_let_same_shape_consumers_share_a_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Adam-style update of 8 same-shape parameters, the batch split 8
+    ways: the 8 gradient all-reduces are combined (CPU cost model), and each
+    gradient is cut out at an offset XLA sees only at run time, so the
+    per-parameter update kernels are one compiled kernel as they are
+    without combining. XLA's kernels are counted from its LLVM dump (one
+    module per distinct kernel); with constant offsets the 8 members' two
+    updates each would be 16 more."""
+    mesh = Mesh(np.array(jax.devices()[:8]), ("x",))
+    params = [np.full((16, 16), 0.1 * (i + 1), np.float32) for i in range(8)]
+    mu = [np.zeros((16, 16), np.float32) for _ in range(8)]
+    x = np.random.default_rng(0).standard_normal((64, 16)).astype(np.float32)
+
+    def step(ps: list[jax.Array], ms: list[jax.Array], x: jax.Array) -> Any:
+        def loss(ps: list[jax.Array]) -> jax.Array:
+            h = x
+            for p in ps:
+                h = jnp.tanh(h @ p)
+            return (h * h).mean()
+
+        grads = jax.grad(loss)(ps)
+        ms = [0.9 * m + 0.1 * g for m, g in zip(ms, grads, strict=True)]
+        vs = [0.99 * m + 0.01 * g * g for m, g in zip(ms, grads, strict=True)]
+        ps = [
+            p - 0.01 * m / (jnp.sqrt(v) + 1e-8)
+            for p, m, v in zip(ps, ms, vs, strict=True)
+        ]
+        return ps, ms
+
+    rep, rows = NamedSharding(mesh, P()), NamedSharding(mesh, P("x"))
+    ins = ([rep] * 8, [rep] * 8, rows)
+
+    def kernels(env: str) -> tuple[int, Any]:
+        monkeypatch.setenv("MESHJIT_COMBINE", env)
+        dump = tmp_path / f"combine{env}"
+        compiled = (
+            meshjit.jit(step, in_shardings=ins)
+            .lower(params, mu, x)
+            .compile({"xla_dump_to": str(dump)})
+        )
+        assert "combined: " in compiled.partition_report.collectives_text() or (
+            env == "0"
+        )
+        return len(list(dump.glob("*ir-with-opt.ll"))), compiled(params, mu, x)
+
+    combined, got = kernels("1")
+    separate, _ = kernels("0")
+    want = jax.jit(step)(params, mu, x)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
+    # the concatenation and the offsets' loop (cond and body) may add a few
+    assert separate > 0
+    assert combined <= separate + 5, (combined, separate)

@@ -89,6 +89,11 @@ def test_bad_cost_files_are_errors(tmp_path: Path) -> None:
     path.write_text(json.dumps({**good, "variadic_launches": "yes"}))
     with pytest.raises(ValueError, match="variadic_launches is not true/false"):
         load_cost(str(path))
+    path.write_text(json.dumps({**good, "runtime_cut_offsets": 1}))
+    with pytest.raises(ValueError, match="runtime_cut_offsets is not true/false"):
+        load_cost(str(path))
+    path.write_text(json.dumps({**good, "runtime_cut_offsets": True}))
+    assert load_cost(str(path)).runtime_cut_offsets
 
 
 def test_collective_and_compute_seconds() -> None:
@@ -175,10 +180,13 @@ def test_calibrate_measures_a_usable_model(tmp_path: Path) -> None:
         cpu.gemm_k_tile,
         cpu.vector_bytes,
     )
+    # So is whether its compiler compiles each distinct kernel on its own.
+    assert model.runtime_cut_offsets == cpu.runtime_cut_offsets
     assert json.loads(out.read_text())["not_measured"] == [
         "gemm_n_tile",
         "gemm_k_tile",
         "vector_bytes",
+        "runtime_cut_offsets",
     ]
 
 
