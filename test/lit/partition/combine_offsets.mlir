@@ -4,7 +4,7 @@
 // microseconds a step), one value per distinct offset (0 and 16 serve both).
 // CHECK: sdy.manual_computation
 // CHECK: %[[PID:.*]] = stablehlo.partition_id
-// CHECK: %[[W:.*]]:4 = stablehlo.while({{.*}}) : tensor<i32>, tensor<i32>, tensor<i32>, tensor<i32>
+// CHECK: %[[W:.*]]:4 = stablehlo.while({{.*}}) : tensor<ui32>, tensor<ui32>, tensor<ui32>, tensor<ui32>
 // CHECK-NOT: stablehlo.while
 // CHECK: %[[F:.*]] = "stablehlo.reduce_scatter"
 // CHECK: }) : (tensor<4x40xf32>) -> tensor<1x40xf32>
