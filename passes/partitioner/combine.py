@@ -368,15 +368,15 @@ def _rewrite(members: Sequence[ir.Operation], offsets: _Offsets | None) -> Combi
         collective.attributes[_DIM_ATTR[kind]] = _i64(0)
     out = collective.results[0]
     starts = [sum(w for _, _, w in pieces[:i]) for i in range(len(pieces))]
-    at = offsets.get(starts, loc) if offsets is not None else None
-    zero = _scalar_u32(0, ip, loc) if at is not None else None
+    # the row (0) and each piece's column, as values XLA sees at run time
+    at = offsets.get([0, *starts], loc) if offsets is not None else []
     for i, (m, perm, width) in enumerate(pieces):
         target = ir.RankedTensorType(m.results[0].type)
         piece = ir.RankedTensorType.get([lead, width], element)
-        if at is not None and zero is not None:
+        if at:
             cut = _create(
                 "stablehlo.dynamic_slice",
-                [out, zero, at[i]],
+                [out, at[0], at[1 + i]],
                 piece,
                 {"slice_sizes": _i64_array([lead, width])},
                 ip,
