@@ -10,7 +10,7 @@ range named, not deep in a pass.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,6 +187,18 @@ _BUILD_OPTION_NAMES = (
 
 
 # --- compiling and running per-device (already partitioned) programs ---------
+
+
+def tuple_all_to_all(devices: Sequence[Any]) -> bool:
+    """Whether the module compiled for `devices` should carry its all-to-alls
+    in XLA's tuple form (`compiler/tuple_all_to_all.py`): XLA's CPU compiler
+    cuts every array all-to-all into one constant slice per group member
+    (`AllToAllDecomposer`; its GPU compiler keeps arrays of the rank it
+    needs). Written as a variadic `stablehlo.all_to_all`, which the jaxlib
+    versions in JAX_RANGE translate to HLO's tuple all-to-all (MHLO's
+    convention, not the StableHLO spec's: operand i goes to the group's i-th
+    member); `test_tuple_all_to_all.py` checks that meaning numerically."""
+    return bool(devices) and all(d.platform == "cpu" for d in devices)
 
 
 def _spmd_options(

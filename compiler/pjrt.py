@@ -90,12 +90,14 @@ class PartitionedExecutable:
         compiler_options: Mapping[str, Any] | None = None,
         loaded: Any = None,
         effects: bridge.Effects | None = None,
-        replicas: Any = None,
+        program: Any = None,
+        replicas: bool = False,
     ) -> None:
         """Compiles `text` for `devices`, or wraps `loaded` (an executable
-        compiled from it before, deserialized). `replicas`: the module's
-        replica form (`compiler/replicas.py`, an `ir.Module`), compiled
-        instead of `text`. `effects`: what the
+        compiled from it before, deserialized). `program`: the form of the
+        same program XLA compiles instead of `text` (an `ir.Module`: all-to-alls
+        in XLA's tuple form, `compiler/tuple_all_to_all.py`; with `replicas`,
+        the replica form, `compiler/replicas.py`). `effects`: what the
         program's side effects need (host callbacks, ordered-effect tokens,
         which are @main's first arguments and results and not among
         `outputs`)."""
@@ -107,11 +109,11 @@ class PartitionedExecutable:
             loaded
             if loaded is not None
             else bridge.compile_spmd(
-                text if replicas is None else replicas,
+                text if program is None else program,
                 self.devices,
                 compiler_options,
                 effects.host_callbacks if effects is not None else (),
-                replicas=replicas is not None,
+                replicas=replicas,
             )
         )
         self.out_shardings = tuple(

@@ -23,6 +23,7 @@ from meshjit.compiler.pjrt import (
     devices_by_position,
 )
 from meshjit.compiler.replicas import replica_count, to_replicas
+from meshjit.compiler.tuple_all_to_all import split_all_to_alls
 from meshjit.dialects.sdy_text import parse_mesh, parse_sharding
 from meshjit.dialects.sharding import MeshModel
 from meshjit.errors import ShardingError
@@ -85,11 +86,17 @@ def compile_parsed(
     partitioned = print_module(module)
     tokens = len(effects.ordered) if effects is not None else 0
     mesh, outputs, inputs = _interface(module, source_name, tokens)
-    # XLA compiles the replica form (the same program) when the module has one
-    replicas = None
-    if to_replicas(module) is not None:
+    # What XLA compiles, the same program: all-to-alls in the tuple form where
+    # its backend would cut array ones with constant slices, and the replica
+    # form when the module has one. The partitioned text keeps neither.
+    program = None
+    if bridge.tuple_all_to_all(devices) and split_all_to_alls(module):
         invalidate_graphs(module)
-        replicas = module
+        program = module
+    replicas = to_replicas(module) is not None
+    if replicas:
+        invalidate_graphs(module)
+        program = module
     executable = PartitionedExecutable(
         partitioned,
         mesh,
@@ -97,6 +104,7 @@ def compile_parsed(
         devices,
         compiler_options=compiler_options,
         effects=effects,
+        program=program,
         replicas=replicas,
     )
     return Compiled(executable, partitioned, diags, inputs)
