@@ -88,24 +88,37 @@ def plan_groups(
     candidates: Sequence[Candidate], limit: int = COMBINE_LIMIT_BYTES
 ) -> list[list[int]]:
     """Runs of candidates (indices, in order) to combine: one open group per
-    key; a candidate joins it unless it depends on a member or the group
-    would pass its limit (`limit` bytes; GATHER_LIMIT_BYTES for all-gathers,
-    whose `nbytes` are their results', REDUCE_LIMIT_BYTES for all-reduces),
-    else the group closes and a new one opens. Groups of one are left out."""
+    key and kind (below); a candidate joins it unless it depends on a member
+    or the group would pass its limit (`limit` bytes; GATHER_LIMIT_BYTES for
+    all-gathers, whose `nbytes` are their results', REDUCE_LIMIT_BYTES for
+    all-reduces), else the group closes and a new one opens. Groups of one
+    are left out.
+
+    The kinds: a candidate that a later one depends on (a batch norm's
+    statistics in a backward pass) and one that none does (a parameter's
+    gradient) group apart. Mixed, each statistic closed the group before it
+    and the gradients spread over as many groups, each cut from a buffer of
+    its own size (XLA compiles same-shape consumers of different buffers as
+    different kernels: the bench's ResNet train step, 11 groups). The ones
+    nothing depends on can all wait for the last of them."""
+    fed = 0
+    for c in candidates:
+        fed |= c.depends_on
     groups: list[list[int]] = []
-    open_: dict[tuple[str, ...], tuple[list[int], int, int]] = {}
+    open_: dict[tuple[tuple[str, ...], bool], tuple[list[int], int, int]] = {}
     own = {_GATHER: GATHER_LIMIT_BYTES, _REDUCE: REDUCE_LIMIT_BYTES}
     for i, c in enumerate(candidates):
-        found = open_.get(c.key)
+        at = (c.key, bool(fed >> i & 1))
+        found = open_.get(at)
         most = min(limit, own.get(c.key[0], limit))
         if found is not None:
             members, mask, size = found
             if not c.depends_on & mask and size + c.nbytes <= most:
                 members.append(i)
-                open_[c.key] = (members, mask | 1 << i, size + c.nbytes)
+                open_[at] = (members, mask | 1 << i, size + c.nbytes)
                 continue
             groups.append(members)
-        open_[c.key] = ([i], 1 << i, c.nbytes)
+        open_[at] = ([i], 1 << i, c.nbytes)
     groups.extend(members for members, _, _ in open_.values())
     return sorted((g for g in groups if len(g) > 1), key=lambda g: g[0])
 

@@ -21,6 +21,8 @@ from meshjit.compiler.ir import make_context, parse_module, print_module
 from meshjit.compiler.tuple_all_to_all import split_all_to_alls
 
 pytestmark = pytest.mark.devices(8)
+# the rewrite is made for CPU devices only (`bridge.tuple_all_to_all`)
+_CPU = jax.devices()[0].platform == "cpu"
 
 
 def _mesh() -> Mesh:
@@ -66,9 +68,10 @@ def test_answers_are_jax_s(
     assert partitioned.count('"stablehlo.all_to_all"(%') == 1
     hlo = compiled.as_text()
     tuple_form = "dynamic-slice" in hlo
-    assert tuple_form == (local != (3, 8)), hlo
+    assert tuple_form == (_CPU and local != (3, 8)), hlo
 
 
+@pytest.mark.skipif(not _CPU, reason="XLA's CPU backend: its LLVM dump")
 def test_each_all_to_all_s_pieces_share_one_kernel(tmp_path: Path) -> None:
     """Four all-to-alls of different shapes over 8 devices: XLA's CPU backend
     would cut each with 8 constant slices (32 slice kernels); cut at run-time

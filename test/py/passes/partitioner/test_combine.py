@@ -35,14 +35,38 @@ def test_independent_collectives_of_one_key_form_one_group() -> None:
 
 
 def test_a_dependent_collective_closes_the_group() -> None:
-    # The third depends on the second (bit 1): [0, 1] then [2, 3].
+    # The second and third feed later ones: the third depends on the second
+    # (bit 1), so they cannot share a group; the fourth depends on the third.
     cands = [
         Candidate(0, RS, 100, 0),
         Candidate(1, RS, 100, 0),
         Candidate(2, RS, 100, 0b10),
-        Candidate(3, RS, 100, 0),
+        Candidate(3, RS, 100, 0b100),
+        Candidate(4, RS, 100, 0b1000),
     ]
-    assert plan_groups(cands) == [[0, 1], [2, 3]]
+    assert plan_groups(cands) == [[0, 4]]
+
+
+def test_what_nothing_depends_on_groups_apart_from_what_feeds_later_ones() -> None:
+    """A backward pass through batch norms: each layer's statistics (1, 3, 5,
+    then 7 and 8) feed the next layer's, its gradients (0, 2, 4, 6, 9)
+    nothing. Mixed, each statistic closed the group before it ([0, 1],
+    [2, 3], [4, 5], ...: a buffer each); the gradients wait for the last one
+    instead, and one layer's two statistics (7, 8: neither depends on the
+    other) still pair."""
+    cands = [
+        Candidate(0, AR, 100, 0),
+        Candidate(1, AR, 100, 0),
+        Candidate(2, AR, 100, 0b10),
+        Candidate(3, AR, 100, 0b10),
+        Candidate(4, AR, 100, 0b1010),
+        Candidate(5, AR, 100, 0b1010),
+        Candidate(6, AR, 100, 0b101010),
+        Candidate(7, AR, 100, 0b101010),
+        Candidate(8, AR, 100, 0b101010),
+        Candidate(9, AR, 100, 0b110101010),
+    ]
+    assert plan_groups(cands) == [[0, 2, 4, 6, 9], [7, 8]]
 
 
 def test_keys_do_not_mix_and_singletons_are_left_alone() -> None:
