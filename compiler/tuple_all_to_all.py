@@ -85,6 +85,8 @@ def _rewrite(op: ir.Operation, offsets: RuntimeOffsets) -> bool:
         _int(op, "concat_dimension"),
         _int(op, "split_count"),
     )
+    if n < 2:  # one operand: the array form as it is
+        return False
     size = shape[split] // n
     piece_shape = [size if d == split else s for d, s in enumerate(shape)]
     # the dim the variadic op names (its inferred result = the piece's shape)

@@ -21,6 +21,7 @@ members are independent).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -301,6 +302,21 @@ def _i64(value: int) -> ir.Attribute:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
 
 
+# Cuts at run-time offsets let consumers of same-type members share a kernel;
+# the block's offsets loop is a kernel itself. So a group takes them when it
+# has at least this many members of one type (a batch norm's two statistics,
+# whose consumers differ anyway, cut as constants: ResNet forward's blocks
+# then need no loop), or when another group of its block made the loop.
+SHARED_CUTS = 3
+
+
+def _runtime_cuts(members: Sequence[ir.Operation], offsets: RuntimeOffsets) -> bool:
+    if offsets.loop is not None:
+        return True
+    types = Counter(str(m.results[0].type) for m in members)
+    return max(types.values()) >= SHARED_CUTS
+
+
 def _rewrite(
     members: Sequence[ir.Operation], offsets: RuntimeOffsets | None
 ) -> Combined:
@@ -365,7 +381,11 @@ def _rewrite(
     out = collective.results[0]
     starts = [sum(w for _, _, w in pieces[:i]) for i in range(len(pieces))]
     # the row (0) and each piece's column, as values XLA sees at run time
-    at = offsets.get([0, *starts], loc) if offsets is not None else []
+    at = (
+        offsets.get([0, *starts], loc)
+        if offsets is not None and _runtime_cuts(members, offsets)
+        else []
+    )
     for i, (m, perm, width) in enumerate(pieces):
         target = ir.RankedTensorType(m.results[0].type)
         piece = ir.RankedTensorType.get([lead, width], element)

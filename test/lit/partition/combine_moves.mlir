@@ -7,7 +7,7 @@
 // CHECK-NOT: stablehlo.negate
 // CHECK: %[[RS:.*]] = "stablehlo.reduce_scatter"
 // CHECK-NOT: stablehlo.reduce_scatter
-// CHECK: %[[S0:.*]] = stablehlo.dynamic_slice %[[RS]], {{.*}} sizes = [1, 16]
+// CHECK: %[[S0:.*]] = stablehlo.slice %[[RS]] [0:1, 0:16]
 // CHECK: %[[O0:.*]] = stablehlo.reshape %[[S0]] : (tensor<1x16xf32>) -> tensor<2x8xf32>
 // CHECK: %[[N:.*]] = stablehlo.negate %[[O0]] : tensor<2x8xf32>
 // CHECK: sdy.return %[[N]], %{{.*}} : tensor<2x8xf32>, tensor<8x3xf32>
