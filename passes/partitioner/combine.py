@@ -9,7 +9,8 @@ type, none of which depends on another, become one collective on their
 operands side by side: each operand with its collective's dim moved first, as
 `k` rows (the group size) for a reduce-scatter or one row otherwise,
 concatenated along dim 1; each result is cut back out (at offsets XLA sees
-only at run time, where the cost model says so: below) and put back in shape.
+only at run time where the cost model says so and the group may share
+kernels: `runtime_offsets.py`, SHARED_CUTS below) and put back in shape.
 Ops between the first and the last member that use an earlier member's result
 move after the combined collective (they cannot feed a later member: the
 members are independent).
