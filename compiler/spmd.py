@@ -90,7 +90,11 @@ def compile_parsed(
     # its backend would cut array ones with constant slices, and the replica
     # form when the module has one. The partitioned text keeps neither.
     program = None
-    if bridge.tuple_all_to_all(devices) and split_all_to_alls(module):
+    if (
+        bridge.tuple_all_to_all(devices)
+        and "stablehlo.all_to_all" in partitioned  # else no walk (1-3 ms)
+        and split_all_to_alls(module)
+    ):
         invalidate_graphs(module)
         program = module
     replicas = to_replicas(module) is not None

@@ -21,6 +21,7 @@ members are independent).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -380,7 +381,7 @@ def _rewrite(
     if kind in _DIM_ATTR:
         collective.attributes[_DIM_ATTR[kind]] = _i64(0)
     out = collective.results[0]
-    starts = [sum(w for _, _, w in pieces[:i]) for i in range(len(pieces))]
+    starts = [0, *itertools.accumulate(w for _, _, w in pieces[:-1])]
     # the row (0) and each piece's column, as values XLA sees at run time
     at = (
         offsets.get([0, *starts], loc)
