@@ -1,0 +1,134 @@
+"""Kernels XLA compiles per workload: meshjit's program against jax.jit's.
+
+XLA's CPU backend compiles each distinct kernel (a fusion, an elemental op)
+as its own LLVM module, 10-20 ms each on this machine: most of a first call
+on the real-model workloads is that, and the kernel count is the part of it
+that does not move with the machine's noise (first-call timings vary by up
+to 30% from process to process). Each side compiles in a new process with
+`--xla_dump_to`; the count is the number of LLVM modules XLA dumps for the
+program's own module (not the warm-up's), kernels XLA deduplicated counted
+once, as it compiles them.
+
+`python -m bench.kernels [--only NAME]` prints a markdown table (about five
+minutes for every workload). Not part of `python -m bench`: dumping slows
+the compile it counts, so the first-call column is timed without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_CHILD = """
+import sys
+from bench import models, workloads
+from bench.measure import _shardings, mesh_of
+side, name, index = sys.argv[1], sys.argv[2], int(sys.argv[3])
+work = {w.name: w for w in (*workloads.ALL, *models.MODELS)}[name]
+layout = work.layouts[index]
+mesh = mesh_of(layout.mesh)
+if side == "meshjit":
+    import meshjit
+    jit = meshjit.jit
+else:
+    import jax
+    jit = jax.jit
+jit(
+    work.fn,
+    in_shardings=_shardings(mesh, layout.in_specs),
+    out_shardings=_shardings(mesh, layout.out_specs),
+).lower(*work.make_args()).compile()
+"""
+
+_SUFFIX = ".ir-no-opt.ll"
+
+
+def count_in(folder: Path) -> int:
+    """LLVM modules XLA dumped for the module with the most of them (the
+    program's; `module_NNNN.NAME.KERNEL.ir-no-opt.ll`), -1 if none."""
+    by_module: Counter[str] = Counter()
+    for path in folder.iterdir():
+        if path.name.endswith(_SUFFIX):
+            by_module[".".join(path.name.split(".")[:2])] += 1
+    return max(by_module.values(), default=-1)
+
+
+def kernels(side: str, name: str, index: int) -> int:
+    """Distinct kernels XLA compiles for `side`'s ("meshjit" or "jax") program
+    of the workload's layout `index`, in a new process."""
+    with tempfile.TemporaryDirectory(prefix="meshjit-kernels-") as dump:
+        env = dict(os.environ)
+        env["XLA_FLAGS"] = (
+            f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
+            f" --xla_dump_to={dump}"
+        ).strip()
+        env.pop("MESHJIT_CACHE_DIR", None)
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        root = Path(__file__).resolve().parent.parent
+        subprocess.run(
+            [sys.executable, "-c", _CHILD, side, name, str(index)],
+            env=env,
+            cwd=root,
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        return count_in(Path(dump))
+
+
+HEADER = (
+    "| workload | layout | kernels meshjit | kernels jax.jit | difference |",
+    "|---|---|---|---|---|",
+)
+
+
+def rows(only: list[str]) -> Iterator[str]:
+    """One table row per workload layout (`only`: these workloads)."""
+    for work in _all_workloads():
+        if only and work.name not in only:
+            continue
+        for index, layout in enumerate(work.layouts):
+            ours = kernels("meshjit", work.name, index)
+            theirs = kernels("jax", work.name, index)
+            yield (
+                f"| {work.name} | {layout.name} | {ours} | {theirs} | "
+                f"{ours - theirs:+d} |"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.kernels",
+        description="Distinct kernels XLA compiles for each workload, meshjit's "
+        "program against jax.jit's (each side in a new process).",
+    )
+    parser.add_argument("--only", action="append", default=[], help="workload name")
+    args = parser.parse_args(argv)
+    known = {w.name for w in _all_workloads()}
+    unknown = [n for n in args.only if n not in known]
+    if unknown:
+        parser.error(
+            f"unknown workload {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    for line in HEADER:
+        print(line)
+    for line in rows(args.only):
+        print(line, flush=True)
+    return 0
+
+
+def _all_workloads() -> tuple[Any, ...]:
+    from bench import models, workloads
+
+    return (*workloads.ALL, *models.MODELS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
