@@ -375,6 +375,10 @@ class Lowered(_Stage):
             lazy=True,
         )
         self._texts: dict[str, str] = {}
+        # Texts printed without locations (a compile's partitioned module):
+        # `as_text` gives them where debug info is not asked for; with it,
+        # the stage is made again (the locations are not in them).
+        self._plain: dict[str, str] = {}
         # The module, for the first compile to take instead of parsing the
         # text again (a context and a parse: 2-10 ms); its text is printed
         # when asked for, from a copy the passes do not change (a copy is
@@ -473,11 +477,15 @@ class Lowered(_Stage):
                 raise ValueError(
                     f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}"
                 )
-            return str(bridge.xla_computation(self._text(stage)).as_hlo_text())
+            plain = self._plain.get(stage)
+            source = plain if plain is not None else self._text(stage)
+            return str(bridge.xla_computation(source).as_hlo_text())
         if stage not in STAGES:
             raise ValueError(
                 f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}"
             )
+        if not debug_info and stage in self._plain:
+            return self._plain[stage]
         text = self._text(stage)
         return text if debug_info else _strip_locations(text)
 
@@ -636,7 +644,7 @@ class Lowered(_Stage):
         except DiagnosticError as err:
             raise pipeline_error(inputs.api, err) from None
         self._warn_unusable(2)  # the caller of compile()
-        self._texts.setdefault("partitioned", spmd.text)
+        self._plain.setdefault("partitioned", spmd.text)
         if key is not None:
             persistent_cache.store(
                 key,
@@ -697,7 +705,7 @@ class Lowered(_Stage):
         self._aliases = entry.aliases
         self._unusable = entry.unusable
         self._warn_unusable(3)
-        self._texts.setdefault("partitioned", spmd.text)
+        self._plain.setdefault("partitioned", spmd.text)
         return Compiled(self, spmd, frozenset(self._aliases))
 
 

@@ -129,3 +129,20 @@ def test_a_function_called_twice_alike_is_written_in_place() -> None:
     assert staged.compile().as_text("partitioned") == compiled.as_text("partitioned")
     got = compiled(jnp.asarray(w1), jnp.asarray(w2), jnp.asarray(x))
     np.testing.assert_allclose(float(got), float(_two_layers(w1, w2, x)), rtol=1e-5)
+
+
+def test_partitioned_text_keeps_its_locations_after_a_compile() -> None:
+    # The compile keeps its partitioned text without locations; asked for
+    # with debug info afterwards, the text has them, as before the compile.
+    w = np.ones((16, 32), np.float32)
+    x = np.ones((8, 16), np.float32)
+    fresh = _jit().lower(w, x)
+    want = fresh.as_text("partitioned", debug_info=True)
+    compiled_first = _jit().lower(w, x)
+    compiled_first.compile()
+    got = compiled_first.as_text("partitioned", debug_info=True)
+    assert "loc(" in got
+    assert got == want
+    plain = compiled_first.as_text("partitioned")
+    assert "loc(" not in plain
+    assert plain == fresh.as_text("partitioned")
