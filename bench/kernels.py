@@ -6,8 +6,8 @@ on the real-model workloads is that, and the kernel count is the part of it
 that does not move with the machine's noise (first-call timings vary by up
 to 30% from process to process). Each side compiles in a new process with
 `--xla_dump_to`; the count is the number of LLVM modules XLA dumps for the
-program's own module (not the warm-up's), kernels XLA deduplicated counted
-once, as it compiles them.
+program's module (the dumped module with the most of them), kernels XLA
+deduplicated counted once, as it compiles them.
 
 `python -m bench.kernels [--only NAME]` prints a markdown table (about five
 minutes for every workload). Not part of `python -m bench`: dumping slows
@@ -72,14 +72,19 @@ def kernels(side: str, name: str, index: int) -> int:
         env.pop("MESHJIT_CACHE_DIR", None)
         env.pop("JAX_COMPILATION_CACHE_DIR", None)
         root = Path(__file__).resolve().parent.parent
-        subprocess.run(
+        proc = subprocess.run(
             [sys.executable, "-c", _CHILD, side, name, str(index)],
             env=env,
             cwd=root,
-            check=True,
             capture_output=True,
+            text=True,
             timeout=600,
         )
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+            raise RuntimeError(
+                f"{side} compile of {name} layout {index} failed:\n{tail}"
+            )
         return count_in(Path(dump))
 
 
