@@ -29,21 +29,21 @@ AR = ("stablehlo.all_reduce", "groups", "add", "f32", "True")
 AG = ("stablehlo.all_gather", "groups", "", "f32", "True")
 
 
+def _in_order(key: tuple[str, ...], depends_on: list[int]) -> list[Candidate]:
+    """Candidates of one key and 100 bytes each, at positions 0, 1, ...;
+    candidate i depends on those whose bits `depends_on[i]` sets."""
+    return [Candidate(i, key, 100, mask) for i, mask in enumerate(depends_on)]
+
+
 def test_independent_collectives_of_one_key_form_one_group() -> None:
-    cands = [Candidate(i, RS, 100, 0) for i in range(4)]
+    cands = _in_order(RS, [0, 0, 0, 0])
     assert plan_groups(cands) == [[0, 1, 2, 3]]
 
 
 def test_a_dependent_collective_closes_the_group() -> None:
     # The second and third feed later ones: the third depends on the second
     # (bit 1), so they cannot share a group; the fourth depends on the third.
-    cands = [
-        Candidate(0, RS, 100, 0),
-        Candidate(1, RS, 100, 0),
-        Candidate(2, RS, 100, 0b10),
-        Candidate(3, RS, 100, 0b100),
-        Candidate(4, RS, 100, 0b1000),
-    ]
+    cands = _in_order(RS, [0, 0, 0b10, 0b100, 0b1000])
     assert plan_groups(cands) == [[0, 4]]
 
 
@@ -54,18 +54,8 @@ def test_what_nothing_depends_on_groups_apart_from_what_feeds_later_ones() -> No
     [2, 3], [4, 5], ...: a buffer each); the gradients wait for the last one
     instead, and one layer's two statistics (7, 8: neither depends on the
     other) still pair."""
-    cands = [
-        Candidate(0, AR, 100, 0),
-        Candidate(1, AR, 100, 0),
-        Candidate(2, AR, 100, 0b10),
-        Candidate(3, AR, 100, 0b10),
-        Candidate(4, AR, 100, 0b1010),
-        Candidate(5, AR, 100, 0b1010),
-        Candidate(6, AR, 100, 0b101010),
-        Candidate(7, AR, 100, 0b101010),
-        Candidate(8, AR, 100, 0b101010),
-        Candidate(9, AR, 100, 0b110101010),
-    ]
+    deps = [0, 0, 0b10, 0b10, 0b1010, 0b1010, 0b101010, 0b101010, 0b101010]
+    cands = _in_order(AR, [*deps, 0b110101010])
     assert plan_groups(cands) == [[0, 2, 4, 6, 9], [7, 8]]
 
 
