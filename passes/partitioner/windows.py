@@ -193,9 +193,8 @@ def _exchanged_window(
         ctx.remark(
             node.loc,
             f"{reason}: one all-gather of the window's pieces (estimated "
-            f"{choice.seconds * 1e6:.1f} us) rather than of the dim "
-            f"({choice.other_seconds * 1e6:.1f} us), which the cost model "
-            "prefers to a permute per piece",
+            f"{choice.seconds * 1e6:.1f} us) rather than "
+            f"{_way_text(choice.other)} ({choice.other_seconds * 1e6:.1f} us)",
         )
     ex = plan_exchange(plan)
     if exchange == EDGES:
