@@ -482,16 +482,15 @@ def choose_exchange(
             seconds, edge_bytes = _pieces_gather(packing, (plan,), inner_bytes, cost)
             ways.append((seconds, EDGES, edge_bytes))
     ways.sort(key=lambda w: w[2])  # fewest bytes first (stable: permutes)
-    best = ways[0]
-    for way in ways[1:]:
-        if way[0] < best[0] * (1 - NEAR):
-            best = way
+    taken = 0
+    for i in range(1, len(ways)):
+        if ways[i][0] < ways[taken][0] * (1 - NEAR):
+            taken = i
+    best = ways[taken]
     # the fastest way not taken (where the gather is taken: the fastest
-    # exchange, the way taken where a memory limit refuses the gather)
-    other = min(
-        (w for w in ways if w is not best and not (best[1] == GATHER == w[1])),
-        key=lambda w: w[0],
-    )
+    # exchange, the way taken where a memory limit refuses the gather);
+    # ways are told apart by name (compiled, tuples are not kept by identity)
+    other = min((w for w in ways if w[1] != best[1]), key=lambda w: w[0])
     return WindowChoice(best[1], best[0], best[2], other[0], other[1])
 
 

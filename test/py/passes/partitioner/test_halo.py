@@ -397,6 +397,7 @@ def test_a_way_sending_more_bytes_must_beat_the_other_by_more_than_near() -> Non
         other = min(rest)
         choice = choose_exchange(plan, row_bytes, model)
         assert (choice.way, choice.other) == (best[1], other[1]), row_bytes
+        assert choice.other != choice.way
         assert (choice.seconds, choice.other_seconds) == pytest.approx(
             (best[0], other[0])
         )
