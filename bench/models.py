@@ -1441,6 +1441,213 @@ DIFFUSION_TRAIN = Workload(
 )
 
 
+# Mamba-style selective state space block ---------------------------------------------
+# An input projection into two streams, a causal depthwise convolution along
+# time, input-dependent step sizes and B/C projections, the selective scan as
+# `lax.associative_scan` along time (a Mamba/S5 formulation), a gate and an
+# output projection; time split over the mesh (sequence parallelism).
+
+MAMBA_D, MAMBA_E, MAMBA_N, MAMBA_K = 64, 128, 16, 4
+
+MAMBA_PARAMS = {
+    "in": _Leaf((MAMBA_D, 2 * MAMBA_E)),
+    "conv": _Leaf((MAMBA_K, MAMBA_E), scale=0.5),
+    "dt": _Leaf((MAMBA_E, MAMBA_E), scale=0.05),
+    "dt_bias": _Leaf((MAMBA_E,), init="zeros"),
+    "b": _Leaf((MAMBA_E, MAMBA_N)),
+    "c": _Leaf((MAMBA_E, MAMBA_N)),
+    "a_log": _Leaf((MAMBA_E, MAMBA_N), scale=0.5),
+    "out": _Leaf((MAMBA_E, MAMBA_D)),
+}
+
+
+def _causal_depthwise(x: jax.Array, w: jax.Array) -> jax.Array:
+    # x: (batch, time, channels), w: (window, channels)
+    k = w.shape[0]
+    return jax.lax.conv_general_dilated(
+        x,
+        w[:, None, :],
+        (1,),
+        [(k - 1, 0)],
+        dimension_numbers=("NWC", "WIO", "NWC"),
+        feature_group_count=x.shape[-1],
+    )
+
+
+def mamba_block(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
+    xz = x @ params["in"]
+    u, z = jnp.split(xz, 2, axis=-1)
+    u = jax.nn.silu(_causal_depthwise(u, params["conv"]))
+    dt = jax.nn.softplus(u @ params["dt"] + params["dt_bias"])  # (b, t, e)
+    a = -jnp.exp(params["a_log"])  # (e, n)
+    decay = jnp.exp(dt[..., None] * a)  # (b, t, e, n)
+    drive = (dt * u)[..., None] * (u @ params["b"])[:, :, None, :]
+
+    def combine(left: Any, right: Any) -> Any:
+        a_l, b_l = left
+        a_r, b_r = right
+        return a_l * a_r, b_l * a_r + b_r
+
+    _, h = jax.lax.associative_scan(combine, (decay, drive), axis=1)
+    y = jnp.einsum("bten,btn->bte", h, u @ params["c"])
+    return x + (y * jax.nn.silu(z)) @ params["out"]
+
+
+def _mamba_args() -> tuple[Any, ...]:
+    return (_arrays(MAMBA_PARAMS, seed=41), _rand(4, 256, MAMBA_D, seed=42))
+
+
+_MAMBA_REP = _same_specs(MAMBA_PARAMS, P())
+
+MAMBA_FWD = Workload(
+    "mamba_fwd",
+    mamba_block,
+    _mamba_args,
+    (
+        Layout("time8", "8", (_MAMBA_REP, P(None, "x")), P(None, "x")),
+        Layout("batch2_time4", "2x4", (_MAMBA_REP, P("x", "y")), P("x", "y")),
+    ),
+    tags=("model", "scan"),
+)
+
+
+# MobileNetV2-style train step --------------------------------------------------------
+# Inverted residual blocks: a 1x1 expansion, a 3x3 depthwise convolution
+# (feature_group_count = channels; stride 2, then 1), batch norm and ReLU6, a
+# 1x1 projection; global pooling and a classifier; SGD.
+
+MOBILENET_CLASSES = 10
+
+
+def _inverted(c_in: int, c_out: int, expand: int = 4) -> dict[str, Any]:
+    mid = c_in * expand
+    return {
+        "expand": _Leaf((1, 1, c_in, mid)),
+        "bn1": _bn(mid),
+        "depthwise": _Leaf((3, 3, 1, mid), scale=1 / 3),
+        "bn2": _bn(mid),
+        "project": _Leaf((1, 1, mid, c_out)),
+        "bn3": _bn(c_out),
+    }
+
+
+MOBILENET_PARAMS = {
+    "stem": _Leaf((3, 3, 3, 16)),
+    "bn": _bn(16),
+    "blocks": [_inverted(16, 24), _inverted(24, 24), _inverted(24, 24)],
+    "head": _Leaf((24, MOBILENET_CLASSES)),
+}
+# (the first block's projection bias reaches the loss through the next
+# block's residual; with a 1x1 convolution and batch norm after it and no
+# residual between, its gradient would be zero up to rounding)
+_MOBILENET_STRIDES = (2, 1, 1)
+
+
+def _inverted_block(p: dict[str, Any], x: jax.Array, stride: int) -> jax.Array:
+    h = jax.nn.relu6(_batch_norm(_conv(x, p["expand"]), p["bn1"]))
+    h = jax.lax.conv_general_dilated(
+        h,
+        p["depthwise"],
+        (stride, stride),
+        "SAME",
+        dimension_numbers=_DN,
+        feature_group_count=h.shape[-1],
+    )
+    h = jax.nn.relu6(_batch_norm(h, p["bn2"]))
+    h = _batch_norm(_conv(h, p["project"]), p["bn3"])
+    return x + h if stride == 1 and x.shape == h.shape else h
+
+
+def mobilenet_loss(params: dict[str, Any], x: jax.Array, labels: jax.Array) -> Any:
+    h = jax.nn.relu6(_batch_norm(_conv(x, params["stem"], 2), params["bn"]))
+    for p, stride in zip(params["blocks"], _MOBILENET_STRIDES, strict=True):
+        h = _inverted_block(p, h, stride)
+    logits = h.mean(axis=(1, 2)) @ params["head"]
+    logp = jax.nn.log_softmax(logits)
+    return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
+
+
+def mobilenet_train_step(
+    params: dict[str, Any], x: jax.Array, labels: jax.Array
+) -> Any:
+    loss, grads = jax.value_and_grad(mobilenet_loss)(params, x, labels)
+    return _sgd(params, grads), loss
+
+
+def _mobilenet_args() -> tuple[Any, ...]:
+    return (
+        _arrays(MOBILENET_PARAMS, seed=43),
+        _rand(8, 64, 64, 3, seed=44),
+        _ints(8, high=MOBILENET_CLASSES, seed=45),
+    )
+
+
+_MOBILENET_REP = _same_specs(MOBILENET_PARAMS, P())
+
+MOBILENET_TRAIN = Workload(
+    "mobilenet_train",
+    mobilenet_train_step,
+    _mobilenet_args,
+    (
+        Layout(
+            "height8",
+            "8",
+            (_MOBILENET_REP, P(None, "x"), P()),
+            (_MOBILENET_REP, P()),
+        ),
+        Layout(
+            "batch2_height4",
+            "2x4",
+            (_MOBILENET_REP, P("x", "y"), P("x")),
+            (_MOBILENET_REP, P()),
+        ),
+    ),
+    tags=("model", "conv", "train"),
+)
+
+
+# VAE decoder -------------------------------------------------------------------------
+# From a latent grid to an image: a 3x3 convolution, two stride-2 transposed
+# convolutions (`lax.conv_transpose`, lhs-dilated convolutions in StableHLO)
+# with group norm and SiLU, a 3x3 convolution to RGB; height split.
+
+
+VAE_PARAMS = {
+    "in": _Leaf((3, 3, 8, 64)),
+    "up1": _Leaf((4, 4, 64, 32)),
+    "up2": _Leaf((4, 4, 32, 16)),
+    "out": _Leaf((3, 3, 16, 3)),
+}
+
+
+def vae_decode(params: dict[str, jax.Array], z: jax.Array) -> jax.Array:
+    h = jax.nn.silu(_group_norm(_conv(z, params["in"])))
+    for name in ("up1", "up2"):
+        h = jax.lax.conv_transpose(
+            h, params[name], (2, 2), "SAME", dimension_numbers=_DN
+        )
+        h = jax.nn.silu(_group_norm(h))
+    return jax.nn.sigmoid(_conv(h, params["out"]))
+
+
+def _vae_args() -> tuple[Any, ...]:
+    return (_arrays(VAE_PARAMS, seed=46), _rand(4, 16, 16, 8, seed=47))
+
+
+_VAE_REP = _same_specs(VAE_PARAMS, P())
+
+VAE_DECODE = Workload(
+    "vae_decode",
+    vae_decode,
+    _vae_args,
+    (
+        Layout("height8", "8", (_VAE_REP, P(None, "x")), P(None, "x")),
+        Layout("batch2_height4", "2x4", (_VAE_REP, P("x", "y")), P("x", "y")),
+    ),
+    tags=("model", "conv"),
+)
+
+
 MODELS = (
     RESNET_FWD,
     RESNET_TRAIN,
@@ -1463,4 +1670,7 @@ MODELS = (
     CYCLEGAN_FWD,
     DIFFUSION_TRAIN,
     FNO_TRAIN,
+    MAMBA_FWD,
+    MOBILENET_TRAIN,
+    VAE_DECODE,
 )
