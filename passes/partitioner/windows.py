@@ -223,6 +223,17 @@ def _build_window(
     # with margins would be smaller (a short window of a long block).
     if run and len(run.rounds) > 1 and run.total > plan.length + 2 * ex.margin:
         run = None
+    uneven = plan.size % plan.n != 0
+    outside = plan.reaches_outside and (pad is not None or uneven or junk)
+    if ex.uniform and outside and not uneven:
+        # Blocks split evenly: a piece lies wholly inside the input (its
+        # source block exists) or wholly outside, so each remote piece is
+        # set to the padding by one scalar test, not the whole window by a
+        # mask of positions (a select over the window that XLA's CPU backend
+        # compiles as a kernel of its own and runs over every element).
+        fill = pad if pad is not None else ctx.b.zeros(Ty((), x.ty.dtype))
+        edge = (window_start(ctx, axes, plan), fill)
+        return _window_by_pieces(ctx, x, dim, plan, ex, pad, fetch, edge)
     if ex.uniform:
         window = _window_by_pieces(ctx, x, dim, plan, ex, pad, fetch)
     elif run is not None:
@@ -233,7 +244,6 @@ def _build_window(
     # garbage of an uneven split's last block, or junk from gathered pieces
     # (only where the pieces are static: a buffer keeps it in its margin):
     # set it to the padding.
-    uneven = plan.size % plan.n != 0
     if plan.reaches_outside and (pad is not None or uneven or (junk and ex.uniform)):
         fill = pad if pad is not None else ctx.b.zeros(Ty((), x.ty.dtype))
         window = _mask_outside(ctx, window, dim, axes, plan, fill)
@@ -669,10 +679,13 @@ def _window_by_pieces(
     ex: Exchange,
     pad: Val | None,
     fetch: Fetch,
+    edge: tuple[Val, Val] | None = None,
 ) -> Val:
     """Static pieces concatenated: the classic halo exchange. Blocks whose
-    window reaches outside the value receive zeros there (the caller masks
-    them to the padding value)."""
+    window reaches outside the value receive zeros or junk there: with
+    `edge` (the window's start in the input, the padding value) each remote
+    piece whose positions lie outside the input is set to the padding here,
+    else the caller masks the window."""
     b = ctx.b
     parts = []
     covered = 0  # window positions the parts so far cover
@@ -683,12 +696,34 @@ def _window_by_pieces(
             parts.append(_filled(ctx, x, dim, r.dst[target] - covered, pad))
         if r.shift == 0:
             parts.append(b.slice_dim(x, dim, r.src[source], r.length))
+        elif edge is not None:
+            parts.append(_padded_if_outside(ctx, fetch(r), r.dst[target], plan, edge))
         else:
             parts.append(fetch(r))
         covered = r.dst[target] + r.length
     if covered < plan.length:
         parts.append(_filled(ctx, x, dim, plan.length - covered, pad))
     return b.concatenate(parts, dim)
+
+
+def _padded_if_outside(
+    ctx: PartitionCtx, piece: Val, at: int, plan: WindowPlan, edge: tuple[Val, Val]
+) -> Val:
+    """A remote piece at window position `at`, or the padding where it lies
+    outside the input (a block split evenly: all of it or none)."""
+    b = ctx.b
+    first, fill = edge
+    start = b.binary("stablehlo.add", first, ctx.const_i32(at))
+    inside = b.binary(
+        "stablehlo.and",
+        b.compare(start, ctx.const_i32(0), "GE"),
+        b.compare(start, ctx.const_i32(plan.size), "LT"),
+    )
+    return b.select(
+        b.broadcast(inside, piece.ty.with_dtype("i1")),
+        piece,
+        b.broadcast(fill, piece.ty),
+    )
 
 
 def _mask_outside(

@@ -58,16 +58,20 @@ func.func public @filter_gradient_splits_the_window(%x: tensor<8x64x32x16xf32> {
 // -----
 sdy.mesh @mesh = <["x"=4]>
 // A 3x3/2 max pool (SAME: padding 0/1): one row from the next block; the
-// last block's window reaches past the input, so positions outside it are
-// set to the init value (-inf) before the local pool.
+// last block's window reaches past the input, so the row it receives (from
+// no block: zeros) is set to the init value (-inf) before the local pool,
+// by one scalar test of where the row lies (blocks split evenly: a piece is
+// wholly inside the input or wholly outside), not a mask of the window.
 // CHECK-LABEL: func.func public @max_pool_masks_with_the_init_value
 // CHECK: %[[HIGH:.*]] = stablehlo.slice %[[X:arg[0-9]+]] [0:2, 0:1, 0:32, 0:16]
 // CHECK: %[[NEXT:.*]] = "stablehlo.collective_permute"(%[[HIGH]])
-// CHECK: %[[WIN:.*]] = stablehlo.concatenate %[[X]], %[[NEXT]], dim = 1
-// CHECK: %[[POS:.*]] = stablehlo.add {{.*}} : tensor<2x17x32x16xi32>
-// CHECK: stablehlo.compare LT, %[[POS]]
-// CHECK: %[[MASKED:.*]] = stablehlo.select %{{.*}}, %[[WIN]], %{{.*}} : tensor<2x17x32x16xi1>, tensor<2x17x32x16xf32>
-// CHECK: "stablehlo.reduce_window"(%[[MASKED]], %{{.*}}) <{padding = dense<{{\[\[}}0, 0], [0, 0], [0, 1], [0, 0]]>
+// CHECK: %[[AT:.*]] = stablehlo.add %{{.*}}, %{{.*}} : tensor<i32>
+// CHECK: stablehlo.compare GE, %[[AT]]
+// CHECK: stablehlo.compare LT, %[[AT]]
+// CHECK: %[[ROW:.*]] = stablehlo.select %{{.*}}, %[[NEXT]], %{{.*}} : tensor<2x1x32x16xi1>, tensor<2x1x32x16xf32>
+// CHECK: %[[WIN:.*]] = stablehlo.concatenate %[[X]], %[[ROW]], dim = 1
+// CHECK-NOT: stablehlo.select
+// CHECK: "stablehlo.reduce_window"(%[[WIN]], %{{.*}}) <{padding = dense<{{\[\[}}0, 0], [0, 0], [0, 1], [0, 0]]>
 // CHECK: -> tensor<2x8x16x16xf32>
 func.func public @max_pool_masks_with_the_init_value(%x: tensor<2x64x32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) -> (tensor<2x32x16x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}, {}]>}) {
   %init = stablehlo.constant dense<0xFF800000> : tensor<f32>

@@ -23,17 +23,21 @@ func.func public @main(%x: tensor<2x16x8x4xf32> {sdy.sharding = #sdy.sharding<@m
 
 // Each device contributes its last row (for the block after) and its first
 // (for the block before); the window is the last row of the block before,
-// its own 4 rows and the first row of the block after (masked to zeros, the
-// padding, past the ends).
+// its own 4 rows and the first row of the block after. Past the ends the
+// row cut from the gathered pieces is another block's: each of the two rows
+// is set to zeros (the padding) by a scalar test of where it lies, and the
+// window itself is not masked.
 // IR-LABEL: func.func public @main
 // IR: %[[LAST:.+]] = stablehlo.slice %arg2 [0:2, 3:4, 0:8, 0:4]
 // IR: %[[FIRST:.+]] = stablehlo.slice %arg2 [0:2, 0:1, 0:8, 0:4]
 // IR: %[[MINE:.+]] = stablehlo.concatenate %[[LAST]], %[[FIRST]], dim = 1 : (tensor<2x1x8x4xf32>, tensor<2x1x8x4xf32>) -> tensor<2x2x8x4xf32>
 // IR: %[[ALL:.+]] = "stablehlo.all_gather"(%[[MINE]]) <{all_gather_dim = 1 : i64, {{.*}}replica_groups = dense<{{\[\[}}0, 1, 2, 3]]> : tensor<1x4xi64>{{.*}}}> : (tensor<2x2x8x4xf32>) -> tensor<2x8x8x4xf32>
 // IR: %[[BEFORE:.+]] = stablehlo.dynamic_slice %[[ALL]], {{.*}} sizes = [2, 1, 8, 4]
+// IR: %[[B:.+]] = stablehlo.select %{{.*}}, %[[BEFORE]], %{{.*}} : tensor<2x1x8x4xi1>, tensor<2x1x8x4xf32>
 // IR: %[[AFTER:.+]] = stablehlo.dynamic_slice %[[ALL]], {{.*}} sizes = [2, 1, 8, 4]
-// IR: %[[WINDOW:.+]] = stablehlo.concatenate %[[BEFORE]], %arg2, %[[AFTER]], dim = 1 : (tensor<2x1x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x1x8x4xf32>) -> tensor<2x6x8x4xf32>
-// IR: stablehlo.select {{.*}} : tensor<2x6x8x4xi1>, tensor<2x6x8x4xf32>
+// IR: %[[A:.+]] = stablehlo.select %{{.*}}, %[[AFTER]], %{{.*}} : tensor<2x1x8x4xi1>, tensor<2x1x8x4xf32>
+// IR: %[[WINDOW:.+]] = stablehlo.concatenate %[[B]], %arg2, %[[A]], dim = 1 : (tensor<2x1x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x1x8x4xf32>) -> tensor<2x6x8x4xf32>
+// IR-NOT: stablehlo.select
 // IR: stablehlo.convolution
 // IR-SAME: -> tensor<2x4x8x8xf32>
 
