@@ -4,10 +4,11 @@ XLA's CPU backend compiles each distinct kernel (a fusion, an elemental op)
 as its own LLVM module, 10-20 ms each on this machine: most of a first call
 on the real-model workloads is that, and the kernel count is the part of it
 that does not move with the machine's noise (first-call timings vary by up
-to 30% from process to process). Each side compiles in a new process with
-`--xla_dump_to`; the count is the number of LLVM modules XLA dumps for the
-program's module (the dumped module with the most of them), kernels XLA
-deduplicated counted once, as it compiles them.
+to 30% from process to process). Each side compiles in a new process as
+the bench's first-call column does (`python -m bench.first_call`: a tiny
+warm-up compile, then the program) with `--xla_dump_to`; the count is the
+number of LLVM modules XLA dumps for the program's module (the last one it
+compiled), kernels XLA deduplicated counted once, as it compiles them.
 
 `python -m bench.kernels [--only NAME]` prints a markdown table (about five
 minutes for every workload). Not part of `python -m bench`: dumping slows
@@ -26,38 +27,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-_CHILD = """
-import sys
-from bench import models, workloads
-from bench.measure import _shardings, mesh_of
-side, name, index = sys.argv[1], sys.argv[2], int(sys.argv[3])
-work = {w.name: w for w in (*workloads.ALL, *models.MODELS)}[name]
-layout = work.layouts[index]
-mesh = mesh_of(layout.mesh)
-if side == "meshjit":
-    import meshjit
-    jit = meshjit.jit
-else:
-    import jax
-    jit = jax.jit
-jit(
-    work.fn,
-    in_shardings=_shardings(mesh, layout.in_specs),
-    out_shardings=_shardings(mesh, layout.out_specs),
-).lower(*work.make_args()).compile()
-"""
-
 _SUFFIX = ".ir-no-opt.ll"
 
 
 def count_in(folder: Path) -> int:
-    """LLVM modules XLA dumped for the module with the most of them (the
-    program's; `module_NNNN.NAME.KERNEL.ir-no-opt.ll`), -1 if none."""
-    by_module: Counter[str] = Counter()
+    """LLVM modules XLA dumped for the last module it compiled (the
+    program's, after the warm-up's; `module_NNNN.NAME.KERNEL.ir-no-opt.ll`,
+    NNNN in compile order), -1 if none."""
+    by_module: Counter[int] = Counter()
     for path in folder.iterdir():
         if path.name.endswith(_SUFFIX):
-            by_module[".".join(path.name.split(".")[:2])] += 1
-    return max(by_module.values(), default=-1)
+            by_module[int(path.name.split(".")[0].removeprefix("module_"))] += 1
+    return by_module[max(by_module)] if by_module else -1
 
 
 def kernels(side: str, name: str, index: int) -> int:
@@ -73,7 +54,7 @@ def kernels(side: str, name: str, index: int) -> int:
         env.pop("JAX_COMPILATION_CACHE_DIR", None)
         root = Path(__file__).resolve().parent.parent
         proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, side, name, str(index)],
+            [sys.executable, "-m", "bench.first_call", side, name, str(index)],
             env=env,
             cwd=root,
             capture_output=True,

@@ -83,9 +83,14 @@ def _ints(*shape: int, high: int, seed: int = 0) -> np.ndarray:
 _DN = ("NHWC", "HWIO", "NHWC")
 
 
-def _conv(x: jax.Array, w: jax.Array, stride: int = 1) -> jax.Array:
+def _conv(x: jax.Array, w: jax.Array, stride: int = 1, groups: int = 1) -> jax.Array:
     return jax.lax.conv_general_dilated(
-        x, w, (stride, stride), "SAME", dimension_numbers=_DN
+        x,
+        w,
+        (stride, stride),
+        "SAME",
+        dimension_numbers=_DN,
+        feature_group_count=groups,
     )
 
 
@@ -1545,14 +1550,7 @@ _MOBILENET_STRIDES = (2, 1, 1)
 
 def _inverted_block(p: dict[str, Any], x: jax.Array, stride: int) -> jax.Array:
     h = jax.nn.relu6(_batch_norm(_conv(x, p["expand"]), p["bn1"]))
-    h = jax.lax.conv_general_dilated(
-        h,
-        p["depthwise"],
-        (stride, stride),
-        "SAME",
-        dimension_numbers=_DN,
-        feature_group_count=h.shape[-1],
-    )
+    h = _conv(h, p["depthwise"], stride, groups=h.shape[-1])
     h = jax.nn.relu6(_batch_norm(h, p["bn2"]))
     h = _batch_norm(_conv(h, p["project"]), p["bn3"])
     return x + h if stride == 1 and x.shape == h.shape else h
