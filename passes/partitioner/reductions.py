@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from meshjit.compiler.graph import Node
 from meshjit.dialects.reshard import DimAxes
-from meshjit.passes.partitioner.builder import Ty, Val, has_bits, i64_array, itemsize
+from meshjit.passes.partitioner.builder import Ty, Val, i64_array, itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import (
     FactorLimits,
@@ -78,49 +78,19 @@ def _gather_together(
     dim: int,
     axes: DimAxes,
     reason: str,
-    carrier: str = "",
 ) -> list[Val]:
     """All-gathers of `values` (one shape) along `dim` over `axes`, as one
-    where there are several (argmax's values and indices, top_k's
-    candidates: one collective's latency, not two): their bits side by side
-    along a new leading dim, as integers of the widest one's width
-    (`Builder.to_bits`); a type without bits (complex) is gathered alone.
-    With a `carrier` type as wide as each value (not a boolean), they ride
-    as that type instead and come back in it: a value of that type needs no
-    reinterpreting at either end, and the caller reads the others' bits
-    back where fewer remain (top_k: the k winners' indices, not all n k
-    candidates')."""
-    b = ctx.b
+    variadic collective where there are several (argmax's values and
+    indices, top_k's candidates): one collective's latency, not two, and each
+    value in its own type (no packing: no copies into a buffer, no
+    reinterpreting of bits at either end)."""
     n = span(axes, ctx.mesh)
     shape = tuple(values[0].ty.shape or ())
     whole = tuple(s * n if d == dim else s for d, s in enumerate(shape))
-    why = (node.op, node.loc, reason)
-    if len(values) == 1 or not all(has_bits(v.ty.dtype) for v in values):
-        out = []
-        for v in values:
-            nbytes = (n - 1) * math.prod(shape) * itemsize(v.ty.dtype)
-            ctx.record("all-gather", axes, nbytes, why)
-            out.append(b.all_gather(v, dim, ctx.groups(axes), v.ty.with_shape(whole)))
-        return out
-    width = max(itemsize(v.ty.dtype) for v in values)
-    carried = carrier != "" and all(
-        v.ty.dtype != "i1" and itemsize(v.ty.dtype) == itemsize(carrier) for v in values
-    )
-    if carried:
-        bits = [b.reshape(b.bitcast(v, carrier), (1, *shape)) for v in values]
-    else:
-        bits = [b.reshape(b.to_bits(v, width), (1, *shape)) for v in values]
-    packed = b.concatenate(bits, 0)
-    count = len(values)
-    ctx.record("all-gather", axes, (n - 1) * count * math.prod(shape) * width, why)
-    gathered = b.all_gather(
-        packed, dim + 1, ctx.groups(axes), packed.ty.with_shape((count, *whole))
-    )
-    out = []
-    for k, v in enumerate(values):
-        row = b.reshape(b.slice_dim(gathered, 0, k, 1), whole)
-        out.append(row if carried else b.from_bits(row, v.ty.dtype))
-    return out
+    nbytes = (n - 1) * math.prod(shape) * sum(itemsize(v.ty.dtype) for v in values)
+    ctx.record("all-gather", axes, nbytes, (node.op, node.loc, reason))
+    results = [v.ty.with_shape(whole) for v in values]
+    return ctx.b.all_gathers(values, dim, ctx.groups(axes), results)
 
 
 def top_k(node: Node, ctx: PartitionCtx) -> None:
@@ -169,22 +139,20 @@ def top_k(node: Node, ctx: PartitionCtx) -> None:
         last,
         axes,
         "top-k candidates of the blocks",
-        carrier=values.ty.dtype,
     )
-    outs = _merge_candidates(ctx, node, gathered, k, indices.ty.dtype)
+    outs = _merge_candidates(ctx, node, gathered, k)
     finish(ctx, node, lop, outs)
 
 
 def _merge_candidates(
-    ctx: PartitionCtx, node: Node, pair: Sequence[Val], k: int, index_type: str
+    ctx: PartitionCtx, node: Node, pair: Sequence[Val], k: int
 ) -> list[Val]:
-    """The top k of the gathered candidates (values, global indices, the
-    indices possibly as the values' type: `_gather_together`'s carrier):
-    top_k of the values picks positions (ties to the earlier candidate: the
+    """The top k of the gathered candidates (values, global indices): top_k
+    of the values picks positions (ties to the earlier candidate: the
     smaller index, as blocks and each block's candidates are in index
     order), and a gather takes the indices at those positions."""
     b = ctx.b
     values, indices = pair
     best, where = b.top_k(values, k)
-    taken = b.take_along_last(indices, b.convert(where, index_type))
-    return [best, b.bitcast(taken, index_type)]
+    taken = b.take_along_last(indices, b.convert(where, indices.ty.dtype))
+    return [best, taken]

@@ -409,21 +409,18 @@ func.func public @barrier_runs_on_local_blocks(%x: tensor<8x16xf32> {sdy.shardin
 // -----
 sdy.mesh @mesh = <["x"=4]>
 // argmax along a split dim: each device reduces its block to (value, index)
-// pairs; the pairs travel in one all-gather, the bf16 values' bits widened
-// to the indices' 32 (and narrowed back), and are reduced again with the
-// op's own region.
+// pairs; the pairs travel in one variadic all-gather, each in its own type
+// (bf16 values, i32 indices: nothing packed or reinterpreted) and flat (one
+// layout each), and are reduced again with the op's own region.
 // CHECK-LABEL: func.func public @argmax_of_split_rows
 // CHECK: %[[LOCAL:.*]]:2 = stablehlo.reduce(%arg1 init: %{{.*}}), (%{{.*}} init: %{{.*}}) across dimensions = [0]
-// CHECK: %[[ROW:.*]] = stablehlo.reshape %[[LOCAL]]#0 : (tensor<8xbf16>) -> tensor<1x8xbf16>
-// CHECK: %[[BITS:.*]] = stablehlo.bitcast_convert %[[ROW]] : (tensor<1x8xbf16>) -> tensor<1x8xi16>
-// CHECK: stablehlo.convert %[[BITS]] : (tensor<1x8xi16>) -> tensor<1x8xi32>
-// CHECK: stablehlo.concatenate %{{.*}}, %{{.*}}, dim = 0 : (tensor<1x1x8xi32>, tensor<1x1x8xi32>) -> tensor<2x1x8xi32>
-// CHECK: %[[ALL:.*]] = "stablehlo.all_gather"
-// CHECK-SAME: -> tensor<2x4x8xi32>
+// CHECK: %[[ALL:.*]]:2 = "stablehlo.all_gather"(%{{.*}}, %{{.*}}) <{all_gather_dim = 0 : i64
+// CHECK-SAME: replica_groups = dense<{{\[\[}}0, 1, 2, 3]]>
+// CHECK-SAME: (tensor<8xbf16>, tensor<8xi32>) -> (tensor<32xbf16>, tensor<32xi32>)
 // CHECK-NOT: all_gather
-// CHECK: stablehlo.convert %{{.*}} : (tensor<4x8xi32>) -> tensor<4x8xi16>
-// CHECK: %[[VALUES:.*]] = stablehlo.bitcast_convert %{{.*}} : (tensor<4x8xi16>) -> tensor<4x8xbf16>
-// CHECK: %[[INDICES:.*]] = stablehlo.reshape %{{.*}} : (tensor<1x4x8xi32>) -> tensor<4x8xi32>
+// CHECK-NOT: bitcast_convert
+// CHECK: %[[VALUES:.*]] = stablehlo.reshape %[[ALL]]#0 : (tensor<32xbf16>) -> tensor<4x8xbf16>
+// CHECK: %[[INDICES:.*]] = stablehlo.reshape %[[ALL]]#1 : (tensor<32xi32>) -> tensor<4x8xi32>
 // CHECK: stablehlo.reduce(%[[VALUES]] init: %{{.*}}), (%[[INDICES]] init: %{{.*}}) across dimensions = [0]
 func.func public @argmax_of_split_rows(%arg0: tensor<16x8xbf16> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) {
   %0 = stablehlo.iota dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : tensor<16x8xi32>
@@ -448,20 +445,29 @@ func.func public @argmax_of_split_rows(%arg0: tensor<16x8xbf16> {sdy.sharding = 
 // -----
 sdy.mesh @mesh = <["x"=4]>
 // top_k along a split row: each device takes the top 2 of its block, makes
-// the indices global, and the candidates travel in one all-gather with the
-// indices' bits as f32 beside the values; the values need no reinterpreting,
-// and only the 2 winners' indices are read back as i32.
+// the indices global, and the candidates (values and indices, each in its own
+// type) travel in one variadic all-gather, flat: the gathered dim made major
+// and the rest flattened into it (XLA's CPU backend gathers a variadic
+// all-gather's operands right only in their default layout); the top 2 of
+// them pick positions, and a gather takes the winners' indices.
 // CHECK-LABEL: func.func public @top_k_of_split_rows
 // CHECK: %[[VALUES:.*]], %[[INDICES:.*]] = chlo.top_k(%arg1, k = 2) : tensor<3x8xf32> -> (tensor<3x2xf32>, tensor<3x2xi32>)
 // CHECK: %[[GLOBAL:.*]] = stablehlo.add %[[INDICES]], %{{.*}} : tensor<3x2xi32>
-// CHECK: stablehlo.bitcast_convert %[[GLOBAL]] : (tensor<3x2xi32>) -> tensor<3x2xf32>
-// CHECK: "stablehlo.all_gather"
-// CHECK-SAME: -> tensor<2x3x8xf32>
+// CHECK: %[[VT:.*]] = stablehlo.transpose %[[VALUES]], dims = [1, 0] : (tensor<3x2xf32>) -> tensor<2x3xf32>
+// CHECK: %[[VF:.*]] = stablehlo.reshape %[[VT]] : (tensor<2x3xf32>) -> tensor<6xf32>
+// CHECK: %[[IT:.*]] = stablehlo.transpose %[[GLOBAL]], dims = [1, 0] : (tensor<3x2xi32>) -> tensor<2x3xi32>
+// CHECK: %[[IF:.*]] = stablehlo.reshape %[[IT]] : (tensor<2x3xi32>) -> tensor<6xi32>
+// CHECK: %[[ALL:.*]]:2 = "stablehlo.all_gather"(%[[VF]], %[[IF]]) <{all_gather_dim = 0 : i64
+// CHECK-SAME: -> (tensor<24xf32>, tensor<24xi32>)
 // CHECK-NOT: all_gather
-// CHECK: chlo.top_k(%{{.*}}, k = 2) : tensor<3x8xf32> -> (tensor<3x2xf32>, tensor<3x2xi32>)
-// CHECK: %[[TAKEN:.*]] = "stablehlo.gather"
-// CHECK-SAME: -> tensor<3x2xf32>
-// CHECK: stablehlo.bitcast_convert %[[TAKEN]] : (tensor<3x2xf32>) -> tensor<3x2xi32>
+// CHECK: %[[VB:.*]] = stablehlo.reshape %[[ALL]]#0 : (tensor<24xf32>) -> tensor<8x3xf32>
+// CHECK: %[[CANDS:.*]] = stablehlo.transpose %[[VB]], dims = [1, 0] : (tensor<8x3xf32>) -> tensor<3x8xf32>
+// CHECK: %[[IB:.*]] = stablehlo.reshape %[[ALL]]#1 : (tensor<24xi32>) -> tensor<8x3xi32>
+// CHECK: %[[CIDX:.*]] = stablehlo.transpose %[[IB]], dims = [1, 0] : (tensor<8x3xi32>) -> tensor<3x8xi32>
+// CHECK: %{{.*}}, %[[WHERE:.*]] = chlo.top_k(%[[CANDS]], k = 2) : tensor<3x8xf32> -> (tensor<3x2xf32>, tensor<3x2xi32>)
+// CHECK: "stablehlo.gather"(%[[CIDX]], %[[WHERE]])
+// CHECK-SAME: -> tensor<3x2xi32>
+// CHECK-NOT: bitcast_convert
 func.func public @top_k_of_split_rows(%arg0: tensor<3x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) -> (tensor<3x2xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}, tensor<3x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {
   %values, %indices = chlo.top_k(%arg0, k = 2) {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {}]>, <@mesh, [{}, {}]>]>} : tensor<3x32xf32> -> (tensor<3x2xf32>, tensor<3x2xi32>)
   return %values, %indices : tensor<3x2xf32>, tensor<3x2xi32>
