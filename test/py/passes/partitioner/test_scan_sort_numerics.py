@@ -253,6 +253,35 @@ def test_top_k_merges_block_candidates(mesh: str, spec: P, dtype: Any) -> None:
     assert sum(c.bytes_per_device for c in report.collectives) < 2 * 16 * 5 * 8 * 4
 
 
+def test_partials_of_three_types_travel_in_one_gather() -> None:
+    """A reduce of (f32, bool, complex64) under a combiner no collective
+    computes, along a split dim: the partial results of the blocks go in one
+    variadic all-gather, each in its own type (booleans and complex values
+    included), and are reduced again."""
+    m = MESHES["2x4"]
+    x = np.random.default_rng(5).standard_normal((16, 24)).astype(np.float32)
+
+    def fn(x: jax.Array) -> Any:
+        def combine(a: Any, c: Any) -> Any:
+            return (jnp.maximum(a[0], c[0]), jnp.logical_or(a[1], c[1]), a[2] + c[2])
+
+        init = (np.float32(-np.inf), False, np.complex64(0))
+        operands = (x, x > 1.0, x.astype(jnp.complex64))
+        return jax.lax.reduce(operands, init, combine, (0,))
+
+    sh = NamedSharding(m, P("y", "x"))
+    compiled = meshjit.jit(fn, in_shardings=sh).lower(x).compile()
+    got = compiled(jax.device_put(x, sh))
+    for g, w in zip(got, fn(x), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+    assert compiled.partition_report.counts() == {"all-gather": 1}
+    text = compiled.as_text("partitioned")
+    gathers = [line for line in text.splitlines() if '"stablehlo.all_gather"' in line]
+    assert len(gathers) == 1
+    assert ":3 = " in gathers[0]  # three results
+    assert all(t in gathers[0] for t in ("xf32>", "xi1>", "xcomplex<f32>>"))
+
+
 def test_top_k_of_the_whole_row_sorts_it() -> None:
     """k = the row's length: top_k sorts the row, so a split row is not
     split in the result (the fuzzer found the row taken for a plain dim)."""
