@@ -405,13 +405,6 @@ class Builder:
             return a
         return self.op1("stablehlo.convert", [a], a.ty.with_dtype(dtype))
 
-    def bitcast(self, a: Val, dtype: str) -> Val:
-        """`a`'s bits as `dtype`, a type of its width (itself if it is one)."""
-        if a.ty.dtype == dtype:
-            return a
-        assert itemsize(a.ty.dtype) == itemsize(dtype), (a.ty.dtype, dtype)
-        return self.op1("stablehlo.bitcast_convert", [a], a.ty.with_dtype(dtype))
-
     def to_bits(self, a: Val, width: int) -> Val:
         """`a`'s bits as signless integers of `width` bytes, at least its
         own: reinterpreted at its width (booleans as 0/1), then widened
