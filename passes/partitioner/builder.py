@@ -105,6 +105,12 @@ def i64_array(values: Sequence[int]) -> str:
     return "array<i64: " + ", ".join(map(str, values)) + ">" if values else "array<i64>"
 
 
+def _ints(text: str) -> list[int]:
+    """The integers of an `i64_array` text."""
+    inside = text.partition(":")[2].rstrip(">").strip()
+    return [int(v) for v in inside.split(",")] if inside else []
+
+
 def i64(value: int) -> str:
     """An integer attribute: `4 : i64`."""
     return f"{value} : i64"
@@ -248,7 +254,12 @@ def canonical_region(lines: Sequence[str]) -> str:
     return _NAME.sub(lambda m: mapping.get(m.group(0), m.group(0)), "\n".join(lines))
 
 
-Saved = tuple[list[str], int, dict[tuple[object, ...], list["Val"]]]
+Saved = tuple[
+    list[str],
+    int,
+    dict[tuple[object, ...], list["Val"]],
+    dict[str, tuple[tuple["Val", ...], int]],
+]
 
 
 class Builder:
@@ -268,6 +279,10 @@ class Builder:
         # IsMonotonicWithDim0Major`; jax.jit fails so too). Set for modules
         # with an FFT (`PartitionCtx`).
         self.major_gathers = False
+        # Concatenations written so far, by result name: (parts, dim), so a
+        # strided slice of one takes its stride from each part
+        # (`_strided_slice_of_parts`).
+        self.concatenated: dict[str, tuple[tuple[Val, ...], int]] = {}
 
     # -- names and regions ---------------------------------------------------
 
@@ -282,15 +297,16 @@ class Builder:
         """Starts writing a region body elsewhere; `restore` returns it. The
         region shares no op with the one around it (its values would not
         dominate there; nor are values from outside reused inside)."""
-        saved = (self.lines, self.indent, self.written)
+        saved = (self.lines, self.indent, self.written, self.concatenated)
         self.lines = []
         self.indent = 1
         self.written = {}
+        self.concatenated = {}
         return saved
 
     def restore(self, saved: Saved) -> list[str]:
         body = self.lines
-        self.lines, self.indent, self.written = saved
+        self.lines, self.indent, self.written, self.concatenated = saved
         return body
 
     def block_args(self, types: Sequence[Ty]) -> tuple[list[Val], list[str]]:
@@ -319,6 +335,10 @@ class Builder:
         (`use_global_device_ids`)."""
         key: tuple[object, ...] | None = None
         attrs = attrs or {}
+        if name == "stablehlo.slice" and len(operands) == 1:
+            parts = self._strided_slice_of_parts(operands[0], attrs)
+            if parts is not None:
+                return [parts]
         if results and name not in _NOT_SHARED:
             key = (
                 name,
@@ -350,7 +370,47 @@ class Builder:
         vals = [Val(nm, t) for nm, t in zip(names, results, strict=True)]
         if key is not None:
             self.written[key] = vals
+        if name == "stablehlo.concatenate":
+            dim = int(attrs["dimension"].split(":")[0])
+            self.concatenated[vals[0].name] = (tuple(operands), dim)
         return vals
+
+    def _strided_slice_of_parts(self, a: Val, attrs: Mapping[str, str]) -> Val | None:
+        """A slice with a stride > 1 along the dim `a` was concatenated
+        along, written as the concatenation of each part's own strided
+        slice: the positions it keeps, not the whole concatenation, are
+        what the program holds (a window for `x[2::2]` along a split dim
+        is the block and a halo row, twice what the slice keeps: the Mamba
+        block's associative scan held such windows of every level). None
+        where that does not apply."""
+        found = self.concatenated.get(a.name)
+        if found is None or "strides" not in attrs:
+            return None
+        parts, dim = found
+        starts = _ints(attrs["start_indices"])
+        limits = _ints(attrs["limit_indices"])
+        steps = _ints(attrs["strides"])
+        step = steps[dim]
+        if step <= 1:
+            return None
+        lo, hi = starts[dim], limits[dim]
+        pieces = []
+        offset = 0
+        for part in parts:
+            n = (part.ty.shape or ())[dim]
+            first = max(0, -(-(offset - lo) // step))  # first kept index in it
+            end = -(-(min(offset + n, hi) - lo) // step)  # past the last
+            if end > first:
+                begin = lo + first * step - offset
+                part_starts = [*starts[:dim], begin, *starts[dim + 1 :]]
+                part_limits = [
+                    *limits[:dim],
+                    lo + (end - 1) * step - offset + 1,
+                    *limits[dim + 1 :],
+                ]
+                pieces.append(self.slice(part, part_starts, part_limits, steps))
+            offset += n
+        return self.concatenate(pieces, dim) if pieces else None
 
     def op1(
         self,
@@ -465,12 +525,12 @@ class Builder:
         strides: Sequence[int] | None = None,
     ) -> Val:
         steps = list(strides) if strides is not None else [1] * len(starts)
-        if a.ty.shape == tuple(limits) and not any(starts) and set(steps) <= {1}:
-            return a  # the whole value
         shape = [
             max(0, -(-(hi - lo) // st))
             for lo, hi, st in zip(starts, limits, steps, strict=True)
         ]
+        if a.ty.shape == tuple(shape) and not any(starts):
+            return a  # the whole value (a stride over a dim of one element)
         return self.op1(
             "stablehlo.slice",
             [a],

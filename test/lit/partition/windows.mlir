@@ -219,3 +219,24 @@ func.func public @small_piece_of_a_split_concatenation(%a: tensor<3x4xf32> {sdy.
   %1 = stablehlo.concatenate %0, %a, dim = 0 {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<61x4xf32>, tensor<3x4xf32>) -> tensor<64x4xf32>
   return %1 : tensor<64x4xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["x"=4]>
+// A stride-2 slice along the split dim (`x[:, 2::2]`, as jax's associative
+// scan cuts its levels): each block needs one row from the next; the stride
+// is taken from each piece of the window (the block from row 2, the received
+// row), so what the program keeps is the 8 rows the slice keeps, not the
+// 15-row window (the window's concatenation is left unused).
+// CHECK-LABEL: func.func public @strided_slice_keeps_only_its_positions
+// CHECK: %[[OWN:.*]] = stablehlo.slice %[[X:arg[0-9]+]] [0:4, 2:16, 0:8] : (tensor<4x16x8xf32>) -> tensor<4x14x8xf32>
+// CHECK: %[[HIGH:.*]] = stablehlo.slice %[[X]] [0:4, 0:1, 0:8]
+// CHECK: %[[NEXT:.*]] = "stablehlo.collective_permute"(%[[HIGH]])
+// CHECK-SAME: source_target_pairs = dense<{{\[\[}}1, 0], [2, 1], [3, 2]]>
+// CHECK: %[[KEPT:.*]] = stablehlo.slice %[[OWN]] [0:4, 0:13:2, 0:8] : (tensor<4x14x8xf32>) -> tensor<4x7x8xf32>
+// CHECK: stablehlo.concatenate %[[KEPT]], %[[NEXT]], dim = 1 : (tensor<4x7x8xf32>, tensor<4x1x8xf32>) -> tensor<4x8x8xf32>
+func.func public @strided_slice_keeps_only_its_positions(%x: tensor<4x64x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}]>}) -> (tensor<4x32x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}, {}]>}) {
+  %0 = stablehlo.slice %x [0:4, 2:64:2, 0:8] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}]>]>} : (tensor<4x64x8xf32>) -> tensor<4x31x8xf32>
+  %c = stablehlo.constant dense<0.0> : tensor<f32>
+  %1 = stablehlo.pad %0, %c, low = [0, 0, 0], high = [0, 1, 0], interior = [0, 0, 0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}, {}]>]>} : (tensor<4x31x8xf32>, tensor<f32>) -> tensor<4x32x8xf32>
+  return %1 : tensor<4x32x8xf32>
+}
