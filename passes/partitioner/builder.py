@@ -111,6 +111,12 @@ def _ints(text: str) -> list[int]:
     return [int(v) for v in inside.split(",")] if inside else []
 
 
+def _dim_first(rank: int, dim: int) -> tuple[list[int], list[int]]:
+    """The permutation that moves `dim` first, and its inverse."""
+    perm = [dim, *(d for d in range(rank) if d != dim)]
+    return perm, [perm.index(d) for d in range(rank)]
+
+
 def i64(value: int) -> str:
     """An integer attribute: `4 : i64`."""
     return f"{value} : i64"
@@ -683,8 +689,7 @@ class Builder:
         if len(values) == 1:
             return [self._all_gather(values[0], dim, groups, results[0])]
         rank = len(values[0].ty.shape or ())
-        perm = [dim, *(d for d in range(rank) if d != dim)]
-        back = [perm.index(d) for d in range(rank)]
+        perm, back = _dim_first(rank, dim)
         moves = perm != list(range(rank))
         flat = []
         for v in values:
@@ -715,11 +720,11 @@ class Builder:
     def _all_gather(self, a: Val, dim: int, groups: str, result: Ty) -> Val:
         shape = a.ty.shape or ()
         if self.major_gathers and any(n > 1 for n in shape[:dim]):
-            perm = [dim, *(d for d in range(len(shape)) if d != dim)]
+            perm, back = _dim_first(len(shape), dim)
             out = result.shape or ()
             first = result.with_shape([out[p] for p in perm])
             moved = self._all_gather(self.transpose(a, perm), 0, groups, first)
-            return self.transpose(moved, [perm.index(d) for d in range(len(shape))])
+            return self.transpose(moved, back)
         return self.op1(
             "stablehlo.all_gather", [a], result, self._gather_attrs(dim, groups)
         )
