@@ -45,6 +45,17 @@ class MeshAxis:
                 f"{self.size}; use a positive size (1 means the axis is trivial)"
             )
 
+    # Written out, as AxisRef's: meshes key the partitioner's caches, and the
+    # methods dataclasses generates are interpreted even when this module is
+    # compiled.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MeshAxis):
+            return NotImplemented
+        return self.name == other.name and self.size == other.size
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.size))
+
 
 @dataclass(frozen=True, slots=True)
 class MeshModel:
@@ -100,6 +111,14 @@ class MeshModel:
             )
         if ids == tuple(range(size)):
             object.__setattr__(self, "device_ids", None)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MeshModel):
+            return NotImplemented
+        return self.axes == other.axes and self.device_ids == other.device_ids
+
+    def __hash__(self) -> int:
+        return hash((self.axes, self.device_ids))
 
     @classmethod
     def of(

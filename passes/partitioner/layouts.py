@@ -3,8 +3,6 @@ pure arithmetic the handlers share. Nothing here writes IR."""
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Sequence
 
 from meshjit.dialects.reshard import DimAxes, Layout, merge_axes
@@ -14,15 +12,14 @@ from meshjit.dialects.sharding import AxisRef, MeshModel, TensorSharding
 
 
 def span(axes: Sequence[AxisRef], mesh: MeshModel) -> int:
-    """Devices the axes span together (product of their sizes)."""
-    if not axes:
-        return 1
-    return _span_cached(tuple(axes), mesh)
-
-
-@functools.lru_cache(maxsize=4096)
-def _span_cached(axes: tuple[AxisRef, ...], mesh: MeshModel) -> int:
-    return math.prod(a.full_size(mesh) for a in axes)
+    """Devices the axes span together (product of their sizes). Computed,
+    not cached: a cache keyed by the mesh hashed it on every call, in the
+    method dataclasses generates (interpreted even when compiled), several
+    times the cost of the product."""
+    n = 1
+    for a in axes:
+        n *= a.full_size(mesh)
+    return n
 
 
 def replicated(rank: int) -> Layout:
