@@ -7,7 +7,9 @@ matmul with int32 partial sums, a strided transposed-convolution decoder,
 per-example (DP-SGD) gradients, a CLIP contrastive loss, an LSTM scan with
 split gates, bilinear resizing, pixel shuffle, sliding-window attention,
 scatter-add with repeated indices and a filling gather, cumulative
-max/product/logsumexp, medians and percentiles along split dims.
+max/product/logsumexp, medians and percentiles along split dims, a video
+convolution's train step strided along split time, reflect padding with
+rolls, Perceiver cross-attention over a split sequence.
 
 Where the program's point is a particular way of partitioning (the FFTs'
 all-to-alls, the stencil's halo permutes), the partitioned module is checked
@@ -245,6 +247,48 @@ def test_resize_and_pixel_shuffle_on_split_height() -> None:
     ):
         check(fn, (x, w), MESH8, (P(None, "x"), P()), P(None, "x"))
         check(fn, (x, w), MESH24, (P("x", "y"), P()), P("x", "y"))
+
+
+def test_video_convolution_train_step_strided_along_split_time() -> None:
+    dn = ("NDHWC", "DHWIO", "NDHWC")
+
+    def loss(w: Any, x: Any) -> Any:
+        y = jax.lax.conv_general_dilated(x, w, (2, 1, 1), "SAME", dimension_numbers=dn)
+        y = jax.lax.conv_general_dilated(
+            jax.nn.gelu(y), w, (1, 1, 1), ((1, 1), (1, 1), (1, 1)), dimension_numbers=dn
+        )
+        return jnp.mean(y**2)
+
+    def step(w: Any, x: Any) -> Any:
+        value, grad = jax.value_and_grad(loss)(w, x)
+        return value, w - 0.1 * grad
+
+    args = (rand(3, 3, 3, 8, 8, seed=1, scale=0.2), rand(2, 16, 6, 6, 8, seed=2))
+    check(step, args, MESH8, (P(), P(None, "x")), (P(), P()))
+    check(step, args, MESH24, (P(), P("x", "y")), (P(), P()))
+
+
+def test_reflect_pad_convolution_and_rolls_on_split_height() -> None:
+    def reflect_roll(x: Any, w: Any) -> Any:
+        y = jnp.pad(x, ((0, 0), (2, 2), (2, 2), (0, 0)), mode="reflect")
+        dn = ("NHWC", "HWIO", "NHWC")
+        y = jax.lax.conv_general_dilated(y, w, (1, 1), "VALID", dimension_numbers=dn)
+        return jnp.roll(y, 3, axis=1) - jnp.roll(y, -1, axis=2)
+
+    args = (rand(2, 32, 16, 4, seed=1), rand(5, 5, 4, 4, seed=2, scale=0.1))
+    check(reflect_roll, args, MESH8, (P(None, "x"), P()), P(None, "x"))
+    check(reflect_roll, args, MESH24, (P("x", "y"), P()), P("x", "y"))
+
+
+def test_perceiver_cross_attention_over_a_split_sequence() -> None:
+    def cross(latents: Any, x: Any, wq: Any, wk: Any, wv: Any) -> Any:
+        s = jnp.einsum("ld,bnd->bln", latents @ wq, x @ wk) / 8.0
+        return jnp.einsum("bln,bnd->bld", jax.nn.softmax(s, axis=-1), x @ wv)
+
+    w = [rand(32, 32, seed=i, scale=0.1) for i in (3, 4, 5)]
+    args = (rand(16, 32, seed=1), rand(4, 256, 32, seed=2), *w)
+    check(cross, args, MESH8, (P(), P(None, "x"), P(), P(), P()), P())
+    check(cross, args, MESH24, (P(), P("x", "y"), P(), P(), P()), P("x"))
 
 
 def test_sliding_window_attention() -> None:
