@@ -5,10 +5,11 @@ get their local form; sharding annotations only reshard."""
 from __future__ import annotations
 
 from meshjit.compiler.graph import DenseElements, Node, Opaque
+from meshjit.dialects.reshard import Layout, coordinate
 from meshjit.dialects.rules import ShardingRule
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.factors import FactorLimits
-from meshjit.passes.partitioner.layouts import is_elementwise, replicated
+from meshjit.passes.partitioner.layouts import axis_text, is_elementwise, replicated
 from meshjit.passes.partitioner.local import emit, prepare, rule_of, run_replicated
 from meshjit.passes.partitioner.report import PartitionFailure
 
@@ -75,15 +76,56 @@ def custom_call(node: Node, ctx: PartitionCtx) -> None:
     emit(ctx, node, prepare(ctx, node, rule, FactorLimits(forbidden=results_only)))
 
 
-def user_all_reduce(node: Node, ctx: PartitionCtx) -> None:
-    """An all_reduce the program itself holds (inside a shard_map body, over
-    manual axes) reduces element by element across its own replica groups:
-    on blocks split over other axes it runs as it is."""
+def user_collective(node: Node, ctx: PartitionCtx) -> None:
+    """An all_reduce, collective_broadcast or collective_permute the program
+    itself holds (inside a shard_map body, over its manual axes) reduces or
+    moves element by element between the devices its replica groups or pairs
+    join: on blocks split over axes along which those devices agree it runs
+    as it is (jax writes one group or pair per position of the free axes).
+    Where they differ along an axis a block is split over, the op runs
+    replicated, with a remark."""
     rule = rule_of(ctx, node)
     if rule is None or not is_elementwise(rule):
         run_replicated(ctx, node, "not partitioned yet")
         return
-    emit(ctx, node, prepare(ctx, node, rule, FactorLimits()))
+    held = [ctx.layout(v) for v in (*node.operands, *node.results)]
+    crossed = _crossed_axis(ctx, node, held)
+    if crossed:
+        what = "pairs" if node.op == "stablehlo.collective_permute" else "groups"
+        run_replicated(
+            ctx, node, f"its {what} join devices of different {crossed} blocks"
+        )
+        return
+    lop = prepare(ctx, node, rule, FactorLimits())
+    crossed = _crossed_axis(ctx, node, lop.wants)
+    if crossed:  # prepare chose a split the layouts above did not hold
+        raise PartitionFailure(
+            node.loc,
+            f"'{node.op}' would run on blocks split over {crossed}, "
+            "which its devices do not share",
+        )
+    emit(ctx, node, lop)
+
+
+def _crossed_axis(ctx: PartitionCtx, node: Node, layouts: list[Layout]) -> str:
+    """The first axis of `layouts` along which two devices that one replica
+    group or source-target pair of `node` joins sit at different coordinates
+    ('' for none, or where the groups are not listed as device ids: jax 0.11
+    names them by mesh axes, the body's manual ones; or too many to keep)."""
+    axes = [a for lay in layouts for dim in lay for a in dim]
+    attr = node.attrs.get("source_target_pairs", node.attrs.get("replica_groups"))
+    if not axes or not isinstance(attr, DenseElements) or attr.values is None:
+        return ""
+    if len(attr.shape) != 2:
+        return ""
+    width, size = attr.shape[1], ctx.mesh.size
+    for axis in dict.fromkeys(axes):
+        for row in range(attr.shape[0]):
+            ids = attr.values[row * width : (row + 1) * width]
+            seen = {coordinate(ctx.mesh, axis, i) for i in ids if 0 <= i < size}
+            if len(seen) > 1:
+                return axis_text(axis)
+    return ""
 
 
 def identity(node: Node, ctx: PartitionCtx) -> None:

@@ -589,6 +589,8 @@ _SPECIAL = {
     "stablehlo.bitcast_convert": "yes when the width is kept, else replicated",
     "sdy.constant": "yes",
     "stablehlo.all_reduce": "yes (a shard_map body's own: on local blocks)",
+    "stablehlo.collective_broadcast": "yes (a shard_map body's own: on local blocks)",
+    "stablehlo.collective_permute": "yes (a shard_map body's own: on local blocks)",
     "sdy.manual_computation": "yes (body as written; partial: free axes partitioned)",
     "sdy.propagation_barrier": "yes (reshard)",
     "sdy.data_flow_edge": "yes (identity)",

@@ -27,7 +27,6 @@ ALWAYS_REPLICATED = frozenset(
     {
         "stablehlo.all_gather",
         "stablehlo.all_to_all",
-        "stablehlo.collective_permute",
         "stablehlo.reduce_scatter",
     }
 )
@@ -51,8 +50,10 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "sdy.all_reduce": elementwise.all_reduce,
         "sdy.sharding_constraint": elementwise.identity,
         "sdy.sharding_group": elementwise.sharding_group,
-        "stablehlo.all_reduce": elementwise.user_all_reduce,
+        "stablehlo.all_reduce": elementwise.user_collective,
         "stablehlo.case": control_flow.case,
+        "stablehlo.collective_broadcast": elementwise.user_collective,
+        "stablehlo.collective_permute": elementwise.user_collective,
         "stablehlo.concatenate": movement.concatenate,
         "stablehlo.constant": elementwise.constant,
         "stablehlo.custom_call": elementwise.custom_call,

@@ -135,6 +135,8 @@ class Program:
             "P": P if jax_api else meshjit.P,
             "NamedSharding": named if mesh is not None else _no_sharding,
             "MESH": mesh,
+            "SMESH": None if mesh is None else self.mesh_jax(),
+            "shard_map_op": shard_map_op,
             "meshjit": meshjit if mesh is not None else _UNSHARDED,
         }
         exec(compile(self.source(), "<fuzz program>", "exec"), namespace)
@@ -195,6 +197,40 @@ class Program:
             texts = ["None" if s is None else spec_text(s) for s in self.out_specs]
             lines.append("out_shardings " + ", ".join(texts))
         return "\n".join(lines) + "\n" + self.source()
+
+
+def shard_map_op(
+    mesh: Mesh | None, kind: str, x: Any, dim: int, axis: str, n: int, partial: bool
+) -> Any:
+    """A shard_map over `mesh` whose in_spec splits `dim` over `axis` (of
+    size `n`), manual over `axis` only (`partial`: jax's `axis_names`) or
+    over every axis; its body maps each block (`map`), sums the blocks
+    (`psum`; the result is one block) or passes each block on to the next
+    device along `axis` (`ring`, by ppermute). `mesh=None`: the same
+    computed on the whole array (the unsharded reference)."""
+    if mesh is None:
+        if kind == "map":
+            return _block_map(x)
+        block = x.shape[dim] // n
+        if kind == "psum":
+            return x.reshape(*x.shape[:dim], n, block, *x.shape[dim + 1 :]).sum(dim)
+        return jnp.roll(x, block, axis=dim)
+    spec = P(*([None] * dim), axis)
+    body: Callable[[Any], Any] = _block_map
+    out = spec
+    if kind == "psum":
+        body, out = (lambda b: jax.lax.psum(b, axis)), P()
+    elif kind == "ring":
+        ring = [(i, (i + 1) % n) for i in range(n)]
+        body = lambda b: jax.lax.ppermute(b, axis, ring)  # noqa: E731
+    extra: dict[str, Any] = {"axis_names": {axis}} if partial else {}
+    return jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=out, **extra)(x)
+
+
+def _block_map(b: Any) -> Any:
+    if jnp.issubdtype(b.dtype, jnp.floating):
+        return jnp.tanh(b) * 2.0 + 1.0
+    return b * 3 - 1
 
 
 class _Unsharded:
@@ -312,6 +348,8 @@ class _Builder:
                 "P": P,
                 "NamedSharding": NamedSharding,
                 "MESH": self.prog.mesh_jax(),
+                "SMESH": self.prog.mesh_jax(),
+                "shard_map_op": shard_map_op,
                 "meshjit": meshjit,
             },
         )
@@ -845,6 +883,24 @@ class _Builder:
             True,
         )
 
+    def op_shard_map(self) -> None:
+        """A shard_map (manual over one axis, or over all) that maps, sums or
+        rings the blocks of a dim that axis divides."""
+        a = self.pick()
+        sa = self.shape(a)
+        axis = self.one(list(self.prog.axis_names))
+        n = self.prog.sizes[axis]
+        dims = [d for d, size in enumerate(sa) if size % n == 0]
+        d = self.one(dims)
+        kind = self.draw(st.sampled_from(["map", "psum", "ring"]))
+        partial = len(self.prog.axis_names) > 1 and self.draw(st.booleans())
+        exact = self.prog.values[a].exact and (kind == "ring" or self.dtype == I32)
+        self.emit(
+            f"shard_map_op(SMESH, {kind!r}, v{a}, {d}, {axis!r}, {n}, {partial})",
+            [a],
+            exact,
+        )
+
     def op_misc(self) -> None:
         a = self.pick()
         sa = self.shape(a)
@@ -981,6 +1037,7 @@ OPS: tuple[str, ...] = (
     "nested",
     "constraint",
     "misc",
+    "shard_map",
 )
 
 
