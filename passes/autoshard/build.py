@@ -60,7 +60,6 @@ from meshjit.passes.partitioner.context import efficiency, op_work
 from meshjit.passes.partitioner.cost import CostModel, reshard_seconds
 from meshjit.passes.partitioner.layouts import is_elementwise, layout_of
 from meshjit.passes.partitioner.memory import uses
-from meshjit.passes.partitioner.table import ALWAYS_REPLICATED
 
 FREE_OPS = frozenset({"sdy.constant", "stablehlo.constant", "stablehlo.iota"})
 CARRIED_OPS = frozenset({"stablehlo.optimization_barrier", "stablehlo.while"})
@@ -314,7 +313,7 @@ class _Builder:
         what = f"{node.op.split('.')[-1]} at {node.loc}"
         found = rule_lookup(self.g, node)
         rule = found.rule if found is not None else None
-        if rule is None or node.op in ALWAYS_REPLICATED:
+        if rule is None:
             self.replicated(node, what)
             return
         reducible = node.op in REDUCING_OPS and (

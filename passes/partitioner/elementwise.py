@@ -1,6 +1,7 @@
 """Elementwise and shape ops: they run on local blocks as they are, with
 local types (broadcast, reshape, transpose, sort, ...); constants and iota
-get their local form; sharding annotations only reshard."""
+get their local form; sharding annotations only reshard; a shard_map body's
+own collectives run on its blocks over the free axes."""
 
 from __future__ import annotations
 
@@ -77,16 +78,18 @@ def custom_call(node: Node, ctx: PartitionCtx) -> None:
 
 
 def user_collective(node: Node, ctx: PartitionCtx) -> None:
-    """An all_reduce, collective_broadcast or collective_permute the program
-    itself holds (inside a shard_map body, over its manual axes) reduces or
-    moves element by element between the devices its replica groups or pairs
-    join: on blocks split over axes along which those devices agree it runs
-    as it is (jax writes one group or pair per position of the free axes).
-    Where they differ along an axis a block is split over, the op runs
-    replicated, with a remark."""
+    """A collective the program itself holds (inside a shard_map body, over
+    its manual axes: all_reduce, all_gather, all_to_all, reduce_scatter,
+    collective_broadcast, collective_permute) reduces or moves data between
+    the devices its replica groups or pairs join, along its own dims: on
+    blocks split over axes along which those devices agree it runs as it is
+    (jax writes one group or pair per position of the free axes), the dims
+    it gathers, scatters or exchanges whole (its rule's special factors).
+    Where the devices differ along an axis a block is split over, the op
+    runs replicated, with a remark."""
     rule = rule_of(ctx, node)
-    if rule is None or not is_elementwise(rule):
-        run_replicated(ctx, node, "not partitioned yet")
+    if rule is None:
+        run_replicated(ctx, node, "no sharding rule")
         return
     held = [ctx.layout(v) for v in (*node.operands, *node.results)]
     crossed = _crossed_axis(ctx, node, held)

@@ -39,7 +39,7 @@ from meshjit.passes.partitioner.layouts import (
 )
 from meshjit.passes.partitioner.memory import MemoryWatch, fmt_bytes, value_bytes
 from meshjit.passes.partitioner.report import PartitionFailure, PartitionReport
-from meshjit.passes.partitioner.table import ALWAYS_REPLICATED, DEFAULT, HANDLERS
+from meshjit.passes.partitioner.table import DEFAULT, HANDLERS
 
 
 def refuse_unreduced(
@@ -588,9 +588,12 @@ _SPECIAL = {
     "sdy.sharding_group": "yes (dropped: propagation used it)",
     "stablehlo.bitcast_convert": "yes when the width is kept, else replicated",
     "sdy.constant": "yes",
+    "stablehlo.all_gather": "yes (a shard_map body's own: on local blocks)",
     "stablehlo.all_reduce": "yes (a shard_map body's own: on local blocks)",
+    "stablehlo.all_to_all": "yes (a shard_map body's own: on local blocks)",
     "stablehlo.collective_broadcast": "yes (a shard_map body's own: on local blocks)",
     "stablehlo.collective_permute": "yes (a shard_map body's own: on local blocks)",
+    "stablehlo.reduce_scatter": "yes (a shard_map body's own: on local blocks)",
     "sdy.manual_computation": "yes (body as written; partial: free axes partitioned)",
     "sdy.propagation_barrier": "yes (reshard)",
     "sdy.data_flow_edge": "yes (identity)",
@@ -637,8 +640,6 @@ def partition_support(op_name: str) -> str:
     """How the partitioner handles an op kind, for the coverage ledger."""
     if op_name in _SPECIAL:
         return _SPECIAL[op_name]
-    if op_name in ALWAYS_REPLICATED:
-        return "replicated (operands gathered)"
     if op_name in LOCAL_BY_TYPE or op_name in HANDLERS:
         return "yes"
     entry = RULES.entry(op_name)

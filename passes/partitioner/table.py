@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from meshjit.compiler.graph import Node
 from meshjit.passes.partitioner import (
     contraction,
     control_flow,
@@ -19,22 +18,7 @@ from meshjit.passes.partitioner import (
     sorting,
     windows,
 )
-from meshjit.passes.partitioner.context import Handler, PartitionCtx
-from meshjit.passes.partitioner.local import run_replicated
-
-# Ops never run on local pieces yet, whatever their rule says.
-ALWAYS_REPLICATED = frozenset(
-    {
-        "stablehlo.all_gather",
-        "stablehlo.all_to_all",
-        "stablehlo.reduce_scatter",
-    }
-)
-
-
-def _replicated(node: Node, ctx: PartitionCtx) -> None:
-    run_replicated(ctx, node, "not partitioned yet")
-
+from meshjit.passes.partitioner.context import Handler
 
 HANDLERS: Mapping[str, Handler] = MappingProxyType(
     {
@@ -50,7 +34,9 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "sdy.all_reduce": elementwise.all_reduce,
         "sdy.sharding_constraint": elementwise.identity,
         "sdy.sharding_group": elementwise.sharding_group,
+        "stablehlo.all_gather": elementwise.user_collective,
         "stablehlo.all_reduce": elementwise.user_collective,
+        "stablehlo.all_to_all": elementwise.user_collective,
         "stablehlo.case": control_flow.case,
         "stablehlo.collective_broadcast": elementwise.user_collective,
         "stablehlo.collective_permute": elementwise.user_collective,
@@ -67,6 +53,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "stablehlo.optimization_barrier": control_flow.optimization_barrier,
         "stablehlo.pad": windows.pad,
         "stablehlo.reduce": reductions.reduce,
+        "stablehlo.reduce_scatter": elementwise.user_collective,
         "stablehlo.reduce_window": windows.reduce_window,
         "stablehlo.reverse": movement.reverse,
         "stablehlo.rng_bit_generator": rng.rng_bit_generator,
@@ -75,7 +62,6 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "stablehlo.slice": movement.slice_,
         "stablehlo.sort": sorting.sort,
         "stablehlo.while": control_flow.while_,
-        **{op: _replicated for op in ALWAYS_REPLICATED},
     }
 )
 DEFAULT: Handler = elementwise.by_rule

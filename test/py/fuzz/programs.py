@@ -200,31 +200,55 @@ class Program:
 
 
 def shard_map_op(
-    mesh: Mesh | None, kind: str, x: Any, dim: int, axis: str, n: int, partial: bool
+    mesh: Mesh | None,
+    kind: str,
+    x: Any,
+    dim: int,
+    axis: str,
+    n: int,
+    partial: bool,
+    other: int = -1,
 ) -> Any:
-    """A shard_map over `mesh` whose in_spec splits `dim` over `axis` (of
-    size `n`), manual over `axis` only (`partial`: jax's `axis_names`) or
-    over every axis; its body maps each block (`map`), sums the blocks
-    (`psum`; the result is one block) or passes each block on to the next
-    device along `axis` (`ring`, by ppermute). `mesh=None`: the same
-    computed on the whole array (the unsharded reference)."""
+    """A shard_map over `mesh`, manual over `axis` (of size `n`) only
+    (`partial`: jax's `axis_names`) or over every axis, whose in_spec splits
+    `dim` over `axis` (`scatter`: whole). Its body maps each block (`map`),
+    sums the blocks (`psum`; the result is one block), passes each block on
+    to the next device (`ring`, by ppermute), gathers the blocks (`gather`,
+    all_gather), sums and scatters the whole (`scatter`, psum_scatter) or
+    moves the split from `dim` to `other` (`all_to_all`). `mesh=None`: the
+    same computed on the whole array (the unsharded reference)."""
     if mesh is None:
+        block = x.shape[dim] // n
         if kind == "map":
             return _block_map(x)
-        block = x.shape[dim] // n
         if kind == "psum":
             return x.reshape(*x.shape[:dim], n, block, *x.shape[dim + 1 :]).sum(dim)
-        return jnp.roll(x, block, axis=dim)
+        if kind == "ring":
+            return jnp.roll(x, block, axis=dim)
+        return x * n if kind == "scatter" else x
     spec = P(*([None] * dim), axis)
     body: Callable[[Any], Any] = _block_map
-    out = spec
+    ins = out = spec
     if kind == "psum":
         body, out = (lambda b: jax.lax.psum(b, axis)), P()
     elif kind == "ring":
         ring = [(i, (i + 1) % n) for i in range(n)]
         body = lambda b: jax.lax.ppermute(b, axis, ring)  # noqa: E731
+    elif kind == "gather":
+        body = lambda b: jax.lax.all_gather(b, axis, axis=dim, tiled=True)  # noqa: E731
+        out = P()
+    elif kind == "scatter":
+        ins = P()
+        body = lambda b: jax.lax.psum_scatter(  # noqa: E731
+            b, axis, scatter_dimension=dim, tiled=True
+        )
+    elif kind == "all_to_all":
+        body = lambda b: jax.lax.all_to_all(b, axis, other, dim, tiled=True)  # noqa: E731
+        out = P(*([None] * other), axis)
     extra: dict[str, Any] = {"axis_names": {axis}} if partial else {}
-    return jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=out, **extra)(x)
+    return jax.shard_map(
+        body, mesh=mesh, in_specs=ins, out_specs=out, check_vma=False, **extra
+    )(x)
 
 
 def _block_map(b: Any) -> Any:
@@ -884,19 +908,27 @@ class _Builder:
         )
 
     def op_shard_map(self) -> None:
-        """A shard_map (manual over one axis, or over all) that maps, sums or
-        rings the blocks of a dim that axis divides."""
+        """A shard_map (manual over one axis, or over all) whose body maps,
+        sums, rings, gathers, scatters or all-to-alls the blocks of a dim
+        that axis divides."""
         a = self.pick()
         sa = self.shape(a)
         axis = self.one(list(self.prog.axis_names))
         n = self.prog.sizes[axis]
         dims = [d for d, size in enumerate(sa) if size % n == 0]
         d = self.one(dims)
-        kind = self.draw(st.sampled_from(["map", "psum", "ring"]))
+        kinds = ["map", "psum", "ring", "gather", "scatter", "all_to_all"]
+        kind = self.draw(st.sampled_from(kinds))
+        other = -1
+        if kind == "all_to_all":
+            other = self.one([e for e in dims if e != d])
         partial = len(self.prog.axis_names) > 1 and self.draw(st.booleans())
-        exact = self.prog.values[a].exact and (kind == "ring" or self.dtype == I32)
+        exact = self.prog.values[a].exact and (
+            kind in ("ring", "gather", "all_to_all") or self.dtype == I32
+        )
         self.emit(
-            f"shard_map_op(SMESH, {kind!r}, v{a}, {d}, {axis!r}, {n}, {partial})",
+            f"shard_map_op(SMESH, {kind!r}, v{a}, {d}, {axis!r}, {n}, {partial}"
+            + (f", {other})" if other >= 0 else ")"),
             [a],
             exact,
         )

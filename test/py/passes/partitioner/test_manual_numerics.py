@@ -99,6 +99,51 @@ def test_full_manual_pipeline_with_calls_in_its_loop() -> None:
     assert kinds == [], kinds
 
 
+_BODIES: dict[str, tuple[Callable[[jax.Array], jax.Array], P, P]] = {
+    "all_gather": (
+        lambda b: jax.lax.all_gather(b, "y", axis=1, tiled=True) * 2,
+        P(None, "y"),
+        P(),
+    ),
+    "psum_scatter": (
+        lambda b: jax.lax.psum_scatter(b, "y", scatter_dimension=1, tiled=True),
+        P(),
+        P(None, "y"),
+    ),
+    "all_to_all": (
+        lambda b: jax.lax.all_to_all(b, "y", 2, 1, tiled=True),
+        P(None, "y"),
+        P(None, None, "y"),
+    ),
+}
+
+
+@pytest.mark.parametrize("collective", sorted(_BODIES))
+def test_partial_manual_collectives_run_on_free_axis_blocks(collective: str) -> None:
+    """A body's all_gather, psum_scatter and all_to_all over the manual axis
+    "y" run on the blocks of dim 0 split over the free axis "x": each moves
+    a quarter of what it would on the whole, and nothing is gathered."""
+    body, in_spec, out_spec = _BODIES[collective]
+
+    def f(a: jax.Array) -> jax.Array:
+        mapped = jax.shard_map(
+            body,
+            mesh=MESH24,
+            in_specs=in_spec,
+            out_specs=out_spec,
+            axis_names={"y"},
+            check_vma=False,
+        )(a)
+        return jnp.sin(mapped)
+
+    def with_x(spec: P) -> P:  # dim 0 split over the free axis "x" too
+        return P("x", *[*spec, None, None, None][1:3])
+
+    compiled = check(f, rand(8, 16, 12), MESH24, with_x(in_spec), with_x(out_spec))
+    assert compiled.partition_report.collectives == []
+    assert not compiled.partition_report.remarks
+
+
 def _ring_attention(mesh: Mesh, axis_names: set[str] | None) -> Any:
     """Ring attention (sequence parallel): each device keeps its query block
     and passes key/value blocks around the ring over "y" by ppermute in a
