@@ -5,7 +5,8 @@
 - first call: `meshjit.jit(...).lower(...).compile()` (trace + meshjit's
   pipeline + PJRT compile) vs `jax.jit(...).lower(...).compile()`;
 - step time: medians of interleaved A/B calls after warm-up;
-- collectives: meshjit's partitioner report vs XLA's SPMD partitioner, read from
+- collectives: meshjit's partitioner report (with a shard_map body's own
+  collectives, as XLA's HLO has them) vs XLA's SPMD partitioner, read from
   XLA's HLO dump right after `spmd-partitioning` (before collective combiners),
   priced with the same ring formulas;
 - memory: per-device bytes from PJRT's compiled memory stats for both;
@@ -263,9 +264,13 @@ def measure(
     row.prop_ms, row.prop_part_ms, row.shardy_ms = time_passes(text, pass_repeat)
 
     # Collectives.
+    # meshjit's: those its partitioner inserted and a shard_map body's own
+    # (XLA's HLO holds both kinds).
     report = compiled.partition_report
     row.collectives = report.counts()
-    row.bytes = report.total_bytes
+    for c in report.own:
+        row.collectives[c.kind] = row.collectives.get(c.kind, 0) + 1
+    row.bytes = report.total_bytes + sum(c.bytes_per_device for c in report.own)
     row.remarks = [r.message for r in report.remarks]
     files = glob.glob(os.path.join(dump, "*after_spmd-partitioning*"))
     if files:

@@ -953,6 +953,106 @@ SHARD_MAP_PARTIAL = Workload(
 )
 
 
+# Ring attention (context parallelism) -------------------------------------------
+# Attention over a sequence split over "y" as ring attention does it (Liu et
+# al. 2023; MaxText's and EasyLM's context parallelism): in a shard_map manual
+# over "y" only (the batch stays split over the free axis "x"), each device
+# keeps its queries and passes its key/value block around the ring by
+# ppermute in a fori_loop, with an online softmax; projections outside.
+
+RING_B, RING_S, RING_E, RING_H = 8, 256, 128, 4
+
+
+def _ring_block(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    n = jax.lax.axis_size("y")
+    ring = [(i, (i + 1) % n) for i in range(n)]
+    scale = q.shape[-1] ** -0.5
+
+    def step(_: jax.Array, c: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+        m, total, o, k, v = c
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * scale
+        m2 = jnp.maximum(m, s.max(-1))
+        p, a = jnp.exp(s - m2[..., None]), jnp.exp(m - m2)
+        o = o * a[..., None] + jnp.einsum("bhqk,bkhd->bhqd", p, v)
+        k, v = jax.lax.ppermute(k, "y", ring), jax.lax.ppermute(v, "y", ring)
+        return m2, total * a + p.sum(-1), o, k, v
+
+    b, sq, h, d = q.shape
+    start = (
+        jnp.full((b, h, sq), -jnp.inf),
+        jnp.zeros((b, h, sq)),
+        jnp.zeros((b, h, sq, d)),
+        k,
+        v,
+    )
+    _, total, o, _, _ = jax.lax.fori_loop(0, n, step, start)
+    return jnp.swapaxes(o / total[..., None], 1, 2)
+
+
+def _ring_heads(x: jax.Array, w: jax.Array) -> jax.Array:
+    return (x @ w).reshape(*x.shape[:2], RING_H, RING_E // RING_H)
+
+
+def _ring_program(mesh_name: str, axis_names: frozenset[str] | None) -> Any:
+    def program(
+        x: jax.Array, wq: jax.Array, wk: jax.Array, wv: jax.Array, wo: jax.Array
+    ) -> jax.Array:
+        kw: dict[str, Any] = {}
+        if axis_names is not None:
+            kw["axis_names"] = set(axis_names)
+        spec = P(None, "y")
+        attend = jax.shard_map(
+            _ring_block,
+            mesh=bench_mesh(mesh_name),
+            in_specs=(spec, spec, spec),
+            out_specs=spec,
+            check_vma=False,
+            **kw,
+        )
+        q, k, v = (_ring_heads(x, w) for w in (wq, wk, wv))
+        o = attend(q, k, v).reshape(x.shape)
+        return x + o @ wo
+
+    return program
+
+
+def ring_reference(
+    x: jax.Array, wq: jax.Array, wk: jax.Array, wv: jax.Array, wo: jax.Array
+) -> jax.Array:
+    """The same attention computed whole, for the single-device reference."""
+    q, k, v = (_ring_heads(x, w) for w in (wq, wk, wv))
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * (RING_E // RING_H) ** -0.5
+    o = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, -1), v)
+    return x + o.reshape(x.shape) @ wo
+
+
+def _ring_args() -> tuple[np.ndarray, ...]:
+    w = RING_E**-0.5
+    return (
+        _rand(RING_B, RING_S, RING_E, seed=60),
+        *(_rand(RING_E, RING_E, seed=61 + i, scale=w) for i in range(4)),
+    )
+
+
+_RING_W = (P(), P(), P(), P())
+
+RING_ATTENTION = Workload(
+    "ring_attention",
+    _ring_program("2x4", frozenset({"y"})),
+    _ring_args,
+    (
+        Layout(
+            "batch2_seq4",
+            "2x4",
+            (P("x", "y"), *_RING_W),
+            P("x", "y"),
+        ),
+    ),
+    tags=("model", "transformer", "shard_map"),
+    reference=ring_reference,
+)
+
+
 # Sorting along sharded dims ----------------------------------------------------
 
 
@@ -1659,6 +1759,7 @@ MODELS = (
     MOE,
     SHARD_MAP_FULL,
     SHARD_MAP_PARTIAL,
+    RING_ATTENTION,
     SORT,
     DROPOUT_RBG,
     UNET_TRAIN,

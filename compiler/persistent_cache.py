@@ -154,26 +154,31 @@ def _loc(loc: SourceLoc) -> list[Any]:
     return [loc.file, loc.line, loc.col, loc.name]
 
 
+def _collectives_json(found: list[Collective]) -> list[list[Any]]:
+    return [
+        [
+            c.kind,
+            list(c.axes),
+            c.bytes_per_device,
+            c.op,
+            _loc(c.loc),
+            c.reason,
+            c.seconds,
+        ]
+        for c in found
+    ]
+
+
 def _report_json(report: PartitionReport) -> dict[str, Any]:
     return {
-        "collectives": [
-            [
-                c.kind,
-                list(c.axes),
-                c.bytes_per_device,
-                c.op,
-                _loc(c.loc),
-                c.reason,
-                c.seconds,
-            ]
-            for c in report.collectives
-        ],
+        "collectives": _collectives_json(report.collectives),
         "remarks": [[_loc(r.loc), r.message] for r in report.remarks],
         "decisions": [
             [d.op, _loc(d.loc), d.chosen, d.seconds, d.other, d.other_seconds]
             for d in report.decisions
         ],
         "combined": [[g.kind, g.count, g.bytes] for g in report.combined],
+        "own": _collectives_json(report.own),
     }
 
 
@@ -181,19 +186,23 @@ def _report_from(data: Mapping[str, Any]) -> PartitionReport:
     def loc(v: list[Any]) -> SourceLoc:
         return SourceLoc(str(v[0]), int(v[1]), int(v[2]), str(v[3]))
 
-    return PartitionReport(
-        [
+    def collectives(rows: list[list[Any]]) -> list[Collective]:
+        return [
             Collective(
                 str(k), tuple(map(str, a)), int(b), str(o), loc(lc), str(r), float(s)
             )
-            for k, a, b, o, lc, r, s in data["collectives"]
-        ],
+            for k, a, b, o, lc, r, s in rows
+        ]
+
+    return PartitionReport(
+        collectives(data["collectives"]),
         [Remark(loc(lc), str(m)) for lc, m in data["remarks"]],
         [
             Decision(str(o), loc(lc), str(c), float(s), str(ot), float(os_))
             for o, lc, c, s, ot, os_ in data["decisions"]
         ],
         [Combined(str(k), int(n), int(b)) for k, n, b in data["combined"]],
+        collectives(data.get("own", [])),
     )
 
 

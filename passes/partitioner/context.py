@@ -470,6 +470,40 @@ class PartitionCtx:
             Collective(kind, names, nbytes, op_name, loc, reason, seconds, self.site)
         )
 
+    def record_own(self, node: Node, operand: Ty) -> None:
+        """Reports a shard_map body's own collective as it runs (on `operand`,
+        its local operand type): its kind, the mesh axes its groups span, the
+        bytes one device sends by the ring formulas of the partitioner's own."""
+        rows = listed_ids(node)
+        mesh = self.mesh
+        spanned = [
+            a.name
+            for a in mesh.axes
+            if any(
+                len({coordinate(mesh, AxisRef(a.name), i) for i in r if i < mesh.size})
+                > 1
+                for r in rows
+            )
+        ]
+        k = max((len(r) for r in rows), default=1)
+        local = math.prod(operand.shape or ()) * itemsize(operand.dtype)
+        kind = _OWN_KINDS[node.op]
+        if kind == "all-gather":
+            nbytes = local * (k - 1)
+        elif kind == "all-reduce":
+            nbytes = 2 * local * (k - 1) // k
+        elif kind in ("all-to-all", "reduce-scatter"):
+            nbytes = local * (k - 1) // k
+        else:  # a permute or broadcast: the block, to one other device
+            nbytes, k = local, 2
+        seconds = self.cost.collective_seconds(kind, nbytes, k)
+        names = tuple(f'"{n}"' for n in spanned)
+        self.report.own.append(
+            Collective(
+                kind, names, nbytes, node.op, node.loc, "as written", seconds, self.site
+            )
+        )
+
     def reshard(
         self,
         a: Val,
@@ -1273,6 +1307,8 @@ class PartitionCtx:
         results = [self.global_ty(v) for v in node.results]
         regions = [self.verbatim_region(r[0]) for r in node.regions]
         outs = self.b.op(node.op, operands, results, self.op_attrs(node), regions)
+        if node.op in _OWN_KINDS:
+            self.record_own(node, operands[0].ty)
         for vid, out in zip(node.results, outs, strict=True):
             self.bind(vid, out)
 
@@ -1315,6 +1351,33 @@ class PartitionCtx:
         self.pop_scope()
         for vid, value in zip(node.results, values, strict=True):
             self.bind(vid, value)
+
+
+# A shard_map body's own collectives, by the kind the report names them.
+_OWN_KINDS = {
+    "stablehlo.all_gather": "all-gather",
+    "stablehlo.all_reduce": "all-reduce",
+    "stablehlo.all_to_all": "all-to-all",
+    "stablehlo.collective_broadcast": "collective-broadcast",
+    "stablehlo.collective_permute": "collective-permute",
+    "stablehlo.reduce_scatter": "reduce-scatter",
+}
+
+
+def listed_ids(node: Node) -> list[list[int]]:
+    """The device ids of each replica group or source-target pair of a
+    collective (none where they are not listed as ids: jax 0.11 names
+    groups by mesh axes; or too many to keep)."""
+    attr = node.attrs.get("source_target_pairs", node.attrs.get("replica_groups"))
+    if not isinstance(attr, DenseElements) or attr.values is None:
+        return []
+    if len(attr.shape) != 2:
+        return []
+    width = attr.shape[1]
+    return [
+        [i for i in attr.values[r * width : (r + 1) * width] if i >= 0]
+        for r in range(attr.shape[0])
+    ]
 
 
 def reshard_key(vid: int, layout: Layout) -> tuple[str, int, Layout]:

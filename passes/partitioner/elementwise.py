@@ -8,7 +8,7 @@ from __future__ import annotations
 from meshjit.compiler.graph import DenseElements, Node, Opaque
 from meshjit.dialects.reshard import Layout, coordinate
 from meshjit.dialects.rules import ShardingRule
-from meshjit.passes.partitioner.context import PartitionCtx
+from meshjit.passes.partitioner.context import PartitionCtx, listed_ids
 from meshjit.passes.partitioner.factors import FactorLimits
 from meshjit.passes.partitioner.layouts import axis_text, is_elementwise, replicated
 from meshjit.passes.partitioner.local import emit, prepare, rule_of, run_replicated
@@ -98,6 +98,7 @@ def user_collective(node: Node, ctx: PartitionCtx) -> None:
         run_replicated(
             ctx, node, f"its {what} join devices of different {crossed} blocks"
         )
+        ctx.record_own(node, ctx.global_ty(node.operands[0]))
         return
     lop = prepare(ctx, node, rule, FactorLimits())
     crossed = _crossed_axis(ctx, node, lop.wants)
@@ -108,6 +109,7 @@ def user_collective(node: Node, ctx: PartitionCtx) -> None:
             "which its devices do not share",
         )
     emit(ctx, node, lop)
+    ctx.record_own(node, lop.operands[0].ty)
 
 
 def _crossed_axis(ctx: PartitionCtx, node: Node, layouts: list[Layout]) -> str:
@@ -116,16 +118,11 @@ def _crossed_axis(ctx: PartitionCtx, node: Node, layouts: list[Layout]) -> str:
     ('' for none, or where the groups are not listed as device ids: jax 0.11
     names them by mesh axes, the body's manual ones; or too many to keep)."""
     axes = [a for lay in layouts for dim in lay for a in dim]
-    attr = node.attrs.get("source_target_pairs", node.attrs.get("replica_groups"))
-    if not axes or not isinstance(attr, DenseElements) or attr.values is None:
-        return ""
-    if len(attr.shape) != 2:
-        return ""
-    width, size = attr.shape[1], ctx.mesh.size
+    rows = listed_ids(node)
+    size = ctx.mesh.size
     for axis in dict.fromkeys(axes):
-        for row in range(attr.shape[0]):
-            ids = attr.values[row * width : (row + 1) * width]
-            seen = {coordinate(ctx.mesh, axis, i) for i in ids if 0 <= i < size}
+        for row in rows:
+            seen = {coordinate(ctx.mesh, axis, i) for i in row if i < size}
             if len(seen) > 1:
                 return axis_text(axis)
     return ""

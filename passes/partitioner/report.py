@@ -70,6 +70,10 @@ class PartitionReport:
     decisions: list[Decision] = field(default_factory=list)
     # Independent collectives written as one after partitioning (combine.py).
     combined: list[Combined] = field(default_factory=list)
+    # A shard_map body's own collectives (the program's psums, ppermutes, ...),
+    # as they run on local blocks: not inserted by partition, so not in
+    # `collectives`; the bench counts them on both sides.
+    own: list[Collective] = field(default_factory=list)
 
     @property
     def total_bytes(self) -> int:
@@ -103,6 +107,13 @@ class PartitionReport:
             lines.append(
                 f"  combined: {g.count} independent {g.kind} ops into one "
                 f"({g.bytes} B operand per device)"
+            )
+        for c in self.own:
+            axes = ",".join(c.axes)
+            lines.append(
+                f"  program's own: {c.kind:<15} axes {{{axes}}} "
+                f"{c.bytes_per_device:>10} B {c.seconds * 1e6:>8.1f} us  {c.op} at "
+                f"{c.loc} (a shard_map body's, as written)"
             )
         if self.combined:
             issued = ", ".join(

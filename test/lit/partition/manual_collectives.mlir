@@ -14,6 +14,9 @@ sdy.mesh @mesh = <["x"=2, "y"=4]>
 // CHECK-SAME: (tensor<4x16xf32>) -> tensor<4x16xf32>
 // CHECK-NOT: all_gather
 // CHECK: sdy.return
+// The report lists it as the program's own, on the local block (4x16 f32).
+// REMARK: total: 0 collectives (none)
+// REMARK-NEXT: program's own: collective-permute axes {"y"} 256 B {{.*}} stablehlo.collective_permute at {{.*}}manual_collectives.mlir:{{[0-9]+}}:10 (a shard_map body's, as written)
 func.func public @ring_over_manual_axis_on_free_blocks(%arg0: tensor<8x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> (tensor<8x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) {
   %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {"y"}]>] out_shardings=[<@mesh, [{"x"}, {"y"}]>] manual_axes={"y"} (%arg1: tensor<8x16xf32>) {
     %1 = "stablehlo.collective_permute"(%arg1) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, source_target_pairs = dense<[[0, 1], [1, 2], [2, 3], [3, 0], [4, 5], [5, 6], [6, 7], [7, 4]]> : tensor<8x2xi64>}> {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {}]>]>} : (tensor<8x16xf32>) -> tensor<8x16xf32>

@@ -202,7 +202,11 @@ def test_ring_attention_passes_blocks_on_local_pieces(
     compiled = check(
         _ring_attention(MESH24, axis_names), qkv, MESH24, in_spec, out_spec
     )
-    assert compiled.partition_report.collectives == []
+    report = compiled.partition_report
+    assert report.collectives == []
+    # the body's own two ppermutes, reported as the program's (not inserted)
+    own = [(c.kind, c.axes) for c in report.own]
+    assert own == [("collective-permute", ('"y"',))] * 2
     q, k, v = qkv.astype(np.float64)
     s = np.einsum("bqd,bkd->bqk", q, k) / np.sqrt(q.shape[-1])
     p = np.exp(s - s.max(-1, keepdims=True))
