@@ -470,10 +470,11 @@ class PartitionCtx:
             Collective(kind, names, nbytes, op_name, loc, reason, seconds, self.site)
         )
 
-    def record_own(self, node: Node, operand: Ty) -> None:
-        """Reports a shard_map body's own collective as it runs (on `operand`,
-        its local operand type): its kind, the mesh axes its groups span, the
-        bytes one device sends by the ring formulas of the partitioner's own."""
+    def record_own(self, node: Node, operands: Sequence[Ty]) -> None:
+        """Reports a shard_map body's own collective as it runs (on
+        `operands`, its local operand types; a variadic one moves them all):
+        its kind, the mesh axes its groups span, the bytes one device sends
+        by the ring formulas of the partitioner's own."""
         rows = listed_ids(node)
         mesh = self.mesh
         spanned = [
@@ -486,7 +487,7 @@ class PartitionCtx:
             )
         ]
         k = max((len(r) for r in rows), default=1)
-        local = math.prod(operand.shape or ()) * itemsize(operand.dtype)
+        local = sum(math.prod(t.shape or ()) * itemsize(t.dtype) for t in operands)
         kind = _OWN_KINDS[node.op]
         if kind == "all-gather":
             nbytes = local * (k - 1)
@@ -1308,7 +1309,7 @@ class PartitionCtx:
         regions = [self.verbatim_region(r[0]) for r in node.regions]
         outs = self.b.op(node.op, operands, results, self.op_attrs(node), regions)
         if node.op in _OWN_KINDS:
-            self.record_own(node, operands[0].ty)
+            self.record_own(node, [v.ty for v in operands])
         for vid, out in zip(node.results, outs, strict=True):
             self.bind(vid, out)
 

@@ -98,7 +98,7 @@ def user_collective(node: Node, ctx: PartitionCtx) -> None:
         run_replicated(
             ctx, node, f"its {what} join devices of different {crossed} blocks"
         )
-        ctx.record_own(node, ctx.global_ty(node.operands[0]))
+        ctx.record_own(node, [ctx.global_ty(v) for v in node.operands])
         return
     lop = prepare(ctx, node, rule, FactorLimits())
     crossed = _crossed_axis(ctx, node, lop.wants)
@@ -109,7 +109,7 @@ def user_collective(node: Node, ctx: PartitionCtx) -> None:
             "which its devices do not share",
         )
     emit(ctx, node, lop)
-    ctx.record_own(node, lop.operands[0].ty)
+    ctx.record_own(node, [v.ty for v in lop.operands])
 
 
 def _crossed_axis(ctx: PartitionCtx, node: Node, layouts: list[Layout]) -> str:
