@@ -164,6 +164,7 @@ def _collectives_json(found: list[Collective]) -> list[list[Any]]:
             _loc(c.loc),
             c.reason,
             c.seconds,
+            c.site,
         ]
         for c in found
     ]
@@ -172,7 +173,7 @@ def _collectives_json(found: list[Collective]) -> list[list[Any]]:
 def _report_json(report: PartitionReport) -> dict[str, Any]:
     return {
         "collectives": _collectives_json(report.collectives),
-        "remarks": [[_loc(r.loc), r.message] for r in report.remarks],
+        "remarks": [[_loc(r.loc), r.message, r.site] for r in report.remarks],
         "decisions": [
             [d.op, _loc(d.loc), d.chosen, d.seconds, d.other, d.other_seconds]
             for d in report.decisions
@@ -187,16 +188,27 @@ def _report_from(data: Mapping[str, Any]) -> PartitionReport:
         return SourceLoc(str(v[0]), int(v[1]), int(v[2]), str(v[3]))
 
     def collectives(rows: list[list[Any]]) -> list[Collective]:
+        # (entries written before the HTML report's site was kept have 7 fields)
         return [
             Collective(
-                str(k), tuple(map(str, a)), int(b), str(o), loc(lc), str(r), float(s)
+                str(k),
+                tuple(map(str, a)),
+                int(b),
+                str(o),
+                loc(lc),
+                str(r),
+                float(s),
+                int(site[0]) if site else -1,
             )
-            for k, a, b, o, lc, r, s in rows
+            for k, a, b, o, lc, r, s, *site in rows
         ]
 
     return PartitionReport(
         collectives(data["collectives"]),
-        [Remark(loc(lc), str(m)) for lc, m in data["remarks"]],
+        [
+            Remark(loc(lc), str(m), int(site[0]) if site else -1)
+            for lc, m, *site in data["remarks"]
+        ],
         [
             Decision(str(o), loc(lc), str(c), float(s), str(ot), float(os_))
             for o, lc, c, s, ot, os_ in data["decisions"]

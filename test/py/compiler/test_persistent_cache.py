@@ -71,6 +71,36 @@ def test_a_hit_gives_the_same_program_report_and_answer(cache: Path) -> None:
 
 
 @pytest.mark.devices(8)
+def test_a_hit_keeps_a_shard_map_bodys_own_collectives(cache: Path) -> None:
+    """The report's list of a shard_map body's own collectives (its psum here)
+    comes back from a hit as the compile wrote it."""
+
+    # shard_map takes jax's own Mesh and PartitionSpec
+    mesh, spec = (
+        jax.sharding.Mesh(np.array(DEVICES), ("x",)),
+        jax.sharding.PartitionSpec,
+    )
+
+    def g(x: jax.Array) -> jax.Array:
+        body = jax.shard_map(
+            lambda b: jax.lax.psum(b, "x"),
+            mesh=mesh,
+            in_specs=spec("x"),
+            out_specs=spec(),
+        )
+        return body(x) + 1
+
+    def once() -> Any:
+        sharding = jax.sharding.NamedSharding(mesh, spec("x"))
+        return meshjit.jit(g, in_shardings=sharding).lower(X).compile()
+
+    first, second = once(), once()
+    assert persistent_cache.stats().hits == 1
+    assert [c.kind for c in first.partition_report.own] == ["all-reduce"]
+    assert second.partition_report.own == first.partition_report.own
+
+
+@pytest.mark.devices(8)
 def test_auto_shardings_come_back_from_a_hit(cache: Path) -> None:
     """AUTO leaves: the chosen layouts are read from the cached partitioned
     program; the search's options are part of the key."""
