@@ -474,31 +474,22 @@ class PartitionCtx:
         """Reports a shard_map body's own collective as it runs (on
         `operands`, its local operand types; a variadic one moves them all):
         its kind, the mesh axes its groups span, the bytes one device sends
-        by the ring formulas of the partitioner's own."""
-        rows = listed_ids(node)
+        as `step_bytes` counts the partitioner's own."""
         mesh = self.mesh
-        spanned = [
-            a.name
-            for a in mesh.axes
-            if any(
-                len({coordinate(mesh, AxisRef(a.name), i) for i in r if i < mesh.size})
-                > 1
-                for r in rows
-            )
-        ]
-        k = max((len(r) for r in rows), default=1)
-        local = sum(math.prod(t.shape or ()) * itemsize(t.dtype) for t in operands)
+        rows = listed_ids(node)
+        whole = (AxisRef(a.name) for a in mesh.axes)
+        axes = tuple(a for a in whole if joins_blocks(mesh, a, rows))
         kind = _OWN_KINDS[node.op]
-        if kind == "all-gather":
-            nbytes = local * (k - 1)
-        elif kind == "all-reduce":
-            nbytes = 2 * local * (k - 1) // k
-        elif kind in ("all-to-all", "reduce-scatter"):
-            nbytes = local * (k - 1) // k
-        else:  # a permute or broadcast: the block, to one other device
-            nbytes, k = local, 2
-        seconds = self.cost.collective_seconds(kind, nbytes, k)
-        names = tuple(f'"{n}"' for n in spanned)
+        step = _own_step(kind, axes)
+        nbytes = sum(
+            math.prod(t.shape or ()) * itemsize(t.dtype)
+            if step is None  # a permute or broadcast: the block, to one device
+            else step_bytes(step, t.shape or (), itemsize(t.dtype), mesh)
+            for t in operands
+        )
+        group = 2 if step is None else span(axes, mesh)
+        seconds = self.cost.collective_seconds(kind, nbytes, group)
+        names = tuple(axis_text(a) for a in axes)
         self.report.own.append(
             Collective(
                 kind, names, nbytes, node.op, node.loc, "as written", seconds, self.site
@@ -1379,6 +1370,30 @@ def listed_ids(node: Node) -> list[list[int]]:
         [i for i in attr.values[r * width : (r + 1) * width] if i >= 0]
         for r in range(attr.shape[0])
     ]
+
+
+def joins_blocks(mesh: MeshModel, axis: AxisRef, rows: list[list[int]]) -> bool:
+    """Whether one of `rows` (replica groups or source-target pairs, as
+    `listed_ids` gives them) joins devices at different coordinates along
+    `axis`."""
+    return any(
+        len({coordinate(mesh, axis, i) for i in r if i < mesh.size}) > 1 for r in rows
+    )
+
+
+def _own_step(kind: str, axes: DimAxes) -> Step | None:
+    """The reshard step whose bytes a body's own collective of `kind` over
+    `axes` moves (its dims do not change the count); None for a permute or
+    broadcast."""
+    if kind == "all-gather":
+        return AllGather(0, axes)
+    if kind == "all-reduce":
+        return AllReduce(axes)
+    if kind == "all-to-all":
+        return AllToAll(axes, 0, 0)
+    if kind == "reduce-scatter":
+        return ReduceScatter(0, axes)
+    return None
 
 
 def reshard_key(vid: int, layout: Layout) -> tuple[str, int, Layout]:

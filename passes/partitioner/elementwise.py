@@ -6,9 +6,9 @@ own collectives run on its blocks over the free axes."""
 from __future__ import annotations
 
 from meshjit.compiler.graph import DenseElements, Node, Opaque
-from meshjit.dialects.reshard import Layout, coordinate
+from meshjit.dialects.reshard import Layout
 from meshjit.dialects.rules import ShardingRule
-from meshjit.passes.partitioner.context import PartitionCtx, listed_ids
+from meshjit.passes.partitioner.context import PartitionCtx, joins_blocks, listed_ids
 from meshjit.passes.partitioner.factors import FactorLimits
 from meshjit.passes.partitioner.layouts import axis_text, is_elementwise, replicated
 from meshjit.passes.partitioner.local import emit, prepare, rule_of, run_replicated
@@ -119,12 +119,9 @@ def _crossed_axis(ctx: PartitionCtx, node: Node, layouts: list[Layout]) -> str:
     names them by mesh axes, the body's manual ones; or too many to keep)."""
     axes = [a for lay in layouts for dim in lay for a in dim]
     rows = listed_ids(node)
-    size = ctx.mesh.size
     for axis in dict.fromkeys(axes):
-        for row in rows:
-            seen = {coordinate(ctx.mesh, axis, i) for i in row if i < size}
-            if len(seen) > 1:
-                return axis_text(axis)
+        if joins_blocks(ctx.mesh, axis, rows):
+            return axis_text(axis)
     return ""
 
 
