@@ -783,6 +783,10 @@ _RELOCATION = "relocation (axes an FFT moves to a batch dim)"
 # Shardy does.
 _EVEN = frozenset({"stablehlo.concatenate"})
 _EVEN_RELOCATION = "relocation (axes that would split a resized dim unevenly)"
+# A manual computation's operand split over free axes major to its manual
+# ones: the in_sharding takes them minor to the manual axes, a reorder the
+# partitioner makes by one collective-permute (`Propagator._reorder_manual`).
+_MANUAL_RELOCATION = "relocation (free axes a manual computation's operand reorders)"
 
 
 def _alone(tensor: Sequence[tuple[int, ...]], f: int) -> list[int]:
@@ -1023,15 +1027,90 @@ class Propagator:
             for i, op in enumerate(self.p.ops)
             if op.kind is OpKind.RULE and op.name in _RELOCATING
         ]
-        if self.o.relocate is not None and (ffts or self._even):
+        manual = [
+            i
+            for i, op in enumerate(self.p.ops)
+            if op.kind is OpKind.MANUAL and op.port[0] == "operand"
+        ]
+        if self.o.relocate is not None and (ffts or self._even or manual):
             # a relocated or passed-on sharding may reach another such op
             for _ in range(_MAX_WALKS):
                 moved = bool(ffts) and self._relocate(self.o.relocate, ffts)
                 joined = self._join_uneven()
-                if not (moved or joined):
+                reordered = bool(manual) and self._reorder_manual(manual)
+                if not (moved or joined or reordered):
                     break
-                self._op_priority_stages(_RELOCATION if moved else _EVEN_RELOCATION)
+                self._op_priority_stages(
+                    _RELOCATION
+                    if moved
+                    else _EVEN_RELOCATION
+                    if joined
+                    else _MANUAL_RELOCATION
+                )
         return self.state
+
+    def _reorder_manual(self, boundaries: Sequence[int]) -> bool:
+        """A manual computation's operand split on a dim over the manual
+        axes and free ones major to them (tokens laid out over ("data",
+        "expert") for a body manual over "expert"): no prefix agrees, so
+        Shardy's propagation carries no free axis in and the body runs
+        replicated over them (its operand gathered there, its own
+        collectives moving that many times the bytes). Here the
+        in_sharding's dim, where it holds just the manual axes and is open,
+        takes the free axes minor to them (("expert", "data")): the
+        partitioner reorders the blocks by one collective-permute and the
+        body runs split over them, as XLA's partitioner does. `boundaries`:
+        the operand boundary ops. True if an in_sharding changed."""
+        changed = False
+        p = self.p
+        for i in boundaries:
+            op = p.ops[i]
+            edge, inner = op.operands[0], op.results[0]
+            if p.defs[edge] < 0:
+                continue
+            feed = p.ops[p.defs[edge]]
+            if feed.kind is not OpKind.EDGE or len(feed.operands) != 1:
+                continue
+            src = feed.operands[0]
+            glob, outer, local = self.state[edge], self.state[src], self.state[inner]
+            if glob is None or outer is None or outer.mesh != glob.mesh:
+                continue
+            if outer.mesh in p.maximal:
+                continue
+            banned = p.forbidden.get(edge, frozenset())
+            used = {a[0] for d in glob.dims for a in d}
+            used |= {a[0] for a in (*glob.replicated, *glob.unreduced)}
+            if local is not None:
+                used |= {a[0] for d in local.dims for a in d}
+            for d, have in enumerate(glob.dims):
+                if glob.closed[d] or not have:
+                    continue
+                if any(a[0] not in op.manual for a in have):
+                    continue
+                axes = outer.dims[d]
+                mine = tuple(a for a in axes if a[0] in op.manual)
+                free = tuple(a for a in axes if a[0] not in op.manual)
+                if mine != have or not free or axes == have + free:
+                    continue
+                names = {a[0] for a in free}
+                if names & used or names & banned:
+                    continue
+                now = self.state[edge]
+                assert now is not None
+                self._give(
+                    edge,
+                    (d, now),
+                    have + free,
+                    i,
+                    op,
+                    "reordered",
+                    src,
+                    d,
+                    _MANUAL_RELOCATION,
+                )
+                used |= names
+                changed = True
+        return changed
 
     # -- relocation ---------------------------------------------------------
 
@@ -1985,6 +2064,12 @@ class Propagator:
                 how = f"{how} (data-flow edge)"
             elif op is not None and op.kind is OpKind.MANUAL:
                 how = "across the manual computation boundary (free axes)"
+                if src < 0:
+                    # the boundary's other side: the in/out sharding or the
+                    # value inside
+                    inner = op.results[0]
+                    src = op.operands[0] if v == inner else inner
+                    src_dim = d
             self.prov.steps.append(
                 Step(
                     v,

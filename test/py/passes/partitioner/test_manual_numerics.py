@@ -144,14 +144,25 @@ def test_partial_manual_collectives_run_on_free_axis_blocks(collective: str) -> 
     assert not compiled.partition_report.remarks
 
 
-def test_expert_parallel_moe_all_to_all_over_free_axis_blocks() -> None:
+@pytest.mark.parametrize(
+    ("layout", "inserted"),
+    [(P(("y", "x")), []), (P(("x", "y")), ["collective-permute"] * 2)],
+    ids=["expert_major", "data_major"],
+)
+def test_expert_parallel_moe_all_to_all_over_free_axis_blocks(
+    layout: P, inserted: list[str]
+) -> None:
     """Expert parallelism as MoE layers write it: a shard_map manual over
     "y" (one expert per device) dispatches top-1 routed tokens with capacity
     to their expert by all_to_all and back, the token groups split over the
     free axis "x" too. With the groups laid out expert-major the body runs
     on its blocks: the all_to_alls move each device's share of its "x"
-    block, and nothing is inserted. Checked against the routing computed
-    densely (each expert on every token, kept where routed)."""
+    block, and nothing is inserted. Laid out data-major (("x", "y")), the
+    in_sharding takes "x" minor to "y" (propagation's reorder): one
+    collective-permute reorders the blocks in, one out, and the body still
+    runs on "x" blocks (its all_to_alls move no more than expert-major).
+    Checked against the routing computed densely (each expert on every
+    token, kept where routed)."""
     experts, capacity, d, f = 4, 8, 32, 64
     rng = np.random.default_rng(5)
     wg = rng.standard_normal((d, experts)).astype(np.float32)
@@ -186,16 +197,20 @@ def test_expert_parallel_moe_all_to_all_over_free_axis_blocks() -> None:
         )(x, jnp.asarray(w1), jnp.asarray(w2))
 
     x = rand(16, 16, d)
-    compiled = check(f_, x, MESH24, P(("y", "x")), P(("y", "x")))
+    compiled = check(f_, x, MESH24, layout, layout)
     report = compiled.partition_report
-    assert report.collectives == []
-    assert [c.kind for c in report.own] == ["all-to-all"] * 2
+    assert [c.kind for c in report.collectives] == inserted
+    # the body's all_to_alls on a device's share of its "x" block of groups:
+    # [4 experts, 2 groups, capacity 8, 32] f32, 3/4 of it sent
+    assert [(c.kind, c.bytes_per_device) for c in report.own] == [
+        ("all-to-all", 4 * 2 * capacity * d * 4 * 3 // 4)
+    ] * 2
     _, keep = routed(jnp.asarray(x))
     want = sum(
         jnp.where(keep[..., k : k + 1], jax.nn.gelu(x @ w1[k]) @ w2[k], 0.0)
         for k in range(experts)
     )
-    placed = jax.device_put(x, NamedSharding(MESH24, P(("y", "x"))))
+    placed = jax.device_put(x, NamedSharding(MESH24, layout))
     np.testing.assert_allclose(
         np.asarray(compiled(placed)), np.asarray(want), rtol=1e-5, atol=1e-5
     )
