@@ -24,6 +24,7 @@ from meshjit.errors import (
 from meshjit.frontend.cache import explain_cache_misses
 from meshjit.frontend.explain import Explanation, explain, report
 from meshjit.frontend.jit import JitFunction, jit, pjit, with_sharding_constraint
+from meshjit.frontend.shard_map import shard_map
 from meshjit.sharding import (
     GSPMDSharding,
     Mesh,
@@ -65,6 +66,7 @@ __all__ = [
     "pjit",
     "report",
     "set_cache_dir",
+    "shard_map",
     "visualize_array_sharding",
     "visualize_sharding",
     "with_sharding_constraint",
