@@ -23,7 +23,14 @@ import traceback
 
 import jax
 
-from bench import dispatch, first_call, multiprocess, report_pages, scaling
+from bench import (
+    dispatch,
+    first_call,
+    multiprocess,
+    report_pages,
+    scaling,
+    tradeoff,
+)
 from bench.measure import Row, measure
 from bench.models import MODELS
 from bench.workloads import ALL, ONE_DEVICE_ENV, one_device
@@ -160,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         help="skip opening HTML reports in headless Chromium",
     )
     parser.add_argument(
+        "--no-tradeoff",
+        action="store_true",
+        help="skip timing the fewest-bytes plans of rows above XLA's bytes",
+    )
+    parser.add_argument(
         "--one-device",
         action="store_true",
         help="every mesh on one device (axes of size 1), of the default platform: "
@@ -198,6 +210,15 @@ def main(argv: list[str] | None = None) -> int:
     if remarks:
         lines += ["", "Partitioner remarks (ops computed replicated, uneven values):"]
         lines += [f"- {m}" for m in remarks]
+    if not args.no_tradeoff and not args.quick:
+        lines += [
+            "",
+            "Bytes against time (rows above 1.00x XLA's bytes): the plan chosen "
+            "by the cost model against the one it gives less its launch latency "
+            "(each choice then sends the fewest bytes), both timed with jax.jit's "
+            "in this process, medians of interleaved steps:",
+        ]
+        lines += tradeoff.lines(rows, steps)
     if not args.no_dispatch:
         lines += [
             "",
