@@ -119,17 +119,21 @@ class PartitionReport:
             issued = ", ".join(
                 f"{k} x{v}" for k, v in sorted(self.issued_counts().items())
             )
-            lines.append(f"  issued after combining: {issued}")
+            own = " (the program's own included)" if self.own else ""
+            lines.append(f"  issued after combining{own}: {issued}")
         return "\n".join(lines) + "\n"
 
     def issued_counts(self) -> dict[str, int]:
-        """Collectives in the program as written: a combined group counts once
-        (the partitioner's own collectives, as `counts`, less what combining
-        merged; a shard_map body's own collectives are not in `counts`)."""
+        """Collectives in the program as written: the partitioner's (as
+        `counts`) and a shard_map body's own, a combined group counted once
+        (combining merges either kind: two independent psums of a body are
+        one all-reduce)."""
         out = self.counts()
+        for c in self.own:
+            out[c.kind] = out.get(c.kind, 0) + 1
         for g in self.combined:
-            out[g.kind] = max(1, out.get(g.kind, 0) - g.count + 1)
-        return out
+            out[g.kind] = out.get(g.kind, 0) - g.count + 1
+        return {k: v for k, v in out.items() if v > 0}
 
     def remarks_text(self) -> str:
         return "".join(f"{r.loc}: remark: {r.message}\n" for r in self.remarks)

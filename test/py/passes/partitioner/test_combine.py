@@ -269,3 +269,33 @@ def test_cut_outs_let_same_shape_consumers_share_a_kernel(
     # the concatenation and the offsets' loop (cond and body) may add a few
     assert separate > 0
     assert combined <= separate + 5, (combined, separate)
+
+
+@pytest.mark.devices(8)
+def test_a_bodys_own_psums_combined_count_once_in_issued() -> None:
+    """Two independent psums of a shard_map body are one all-reduce after
+    combining; nothing is inserted, and the report's issued count (the
+    program's own included) says one, not two or none."""
+    m = Mesh(np.array(jax.devices()[:8]), ("x",))
+
+    def body(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return jax.lax.psum(a * 2, "x"), jax.lax.psum(b + 1, "x")
+
+    f = jax.shard_map(body, mesh=m, in_specs=(P("x"), P("x")), out_specs=(P(), P()))
+    a = np.arange(64, dtype=np.float32).reshape(16, 4)
+    b = np.ones((8, 4), np.float32)
+    sh = NamedSharding(m, P("x"))
+    compiled = meshjit.jit(f, in_shardings=(sh, sh)).lower(a, b).compile()
+    report = compiled.partition_report
+    assert report.collectives == []
+    assert [c.kind for c in report.own] == ["all-reduce"] * 2
+    assert [(g.kind, g.count) for g in report.combined] == [("all-reduce", 2)]
+    assert report.issued_counts() == {"all-reduce": 1}
+    text = report.collectives_text()
+    assert "issued after combining (the program's own included): all-reduce x1" in text
+    assert compiled.as_text("partitioned").count('"stablehlo.all_reduce"') == 1
+    got = compiled(jax.device_put(a, sh), jax.device_put(b, sh))
+    np.testing.assert_allclose(
+        np.asarray(got[0]), (a * 2).reshape(8, 2, 4).sum(0), rtol=1e-6
+    )
+    np.testing.assert_allclose(np.asarray(got[1]), np.full((1, 4), 16.0))
