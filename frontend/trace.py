@@ -29,6 +29,7 @@ from meshjit.dialects import sdy_text
 from meshjit.dialects.sharding import AxisRef, MeshModel, TensorSharding, view_axes
 from meshjit.errors import JitArgumentError, ShardingError
 from meshjit.frontend.args import CallForm, describe_aval, is_key_dtype
+from meshjit.frontend.interop import note_meshjit_objects
 from meshjit.frontend.mesh import Mesh
 
 # ----------------------------------------------------------------------------
@@ -392,7 +393,11 @@ def trace_function(
             )
         dynamic = jax.tree_util.tree_unflatten(dyn_tree, values)
         pos, kw = form.rebuild(dynamic)
-        out = fun(*pos, **kw)
+        try:
+            out = fun(*pos, **kw)
+        except (TypeError, ValueError) as err:
+            note_meshjit_objects(err)
+            raise
         leaves_out, tree = jax.tree_util.tree_flatten(out)
         found = [i for i, o in enumerate(leaves_out) if _is_token_value(o)]
         if not found:

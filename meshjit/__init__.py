@@ -23,6 +23,7 @@ from meshjit.errors import (
 )
 from meshjit.frontend.cache import explain_cache_misses
 from meshjit.frontend.explain import Explanation, explain, report
+from meshjit.frontend.interop import device_put
 from meshjit.frontend.jit import JitFunction, jit, pjit, with_sharding_constraint
 from meshjit.frontend.shard_map import shard_map
 from meshjit.sharding import (
@@ -60,6 +61,7 @@ __all__ = [
     "ShardingError",
     "SingleDeviceSharding",
     "cache_stats",
+    "device_put",
     "explain",
     "explain_cache_misses",
     "jit",
