@@ -1027,11 +1027,15 @@ class Propagator:
             for i, op in enumerate(self.p.ops)
             if op.kind is OpKind.RULE and op.name in _RELOCATING
         ]
-        manual = [
-            i
-            for i, op in enumerate(self.p.ops)
-            if op.kind is OpKind.MANUAL and op.port[0] == "operand"
-        ]
+        manual = (
+            [
+                i
+                for i, op in enumerate(self.p.ops)
+                if op.kind is OpKind.MANUAL and op.port[0] == "operand"
+            ]
+            if self.o.relocate is not None
+            else []
+        )
         if self.o.relocate is not None and (ffts or self._even or manual):
             # a relocated or passed-on sharding may reach another such op
             for _ in range(_MAX_WALKS):
