@@ -787,6 +787,8 @@ _EVEN_RELOCATION = "relocation (axes that would split a resized dim unevenly)"
 # ones: the in_sharding takes them minor to the manual axes, a reorder the
 # partitioner makes by one collective-permute (`Propagator._reorder_manual`).
 _MANUAL_RELOCATION = "relocation (free axes a manual computation's operand reorders)"
+# How many ops that pass a dim through `_computes_on_blocks` follows.
+_REORDER_DEPTH = 8
 
 
 def _alone(tensor: Sequence[tuple[int, ...]], f: int) -> list[int]:
@@ -1099,6 +1101,8 @@ class Propagator:
                 names = {a[0] for a in free}
                 if names & used or names & banned:
                     continue
+                if not self._computes_on_blocks(inner, d, _REORDER_DEPTH):
+                    continue
                 now = self.state[edge]
                 assert now is not None
                 self._give(
@@ -1117,6 +1121,41 @@ class Propagator:
         return changed
 
     # -- relocation ---------------------------------------------------------
+
+    def _computes_on_blocks(self, v: int, d: int, depth: int) -> bool:
+        """Whether the body computes on blocks of slot `v`'s dim `d`: some
+        use of it, through up to `depth` ops that pass the dim through
+        (element-wise ops, batch dims), reduces it or leaves the body (or
+        reaches an op this cannot see through). Where every use needs the
+        dim whole (a body that all-gathers or scans it), a reorder would
+        only add a permute before that gather."""
+        for u in self.users[v]:
+            op = self.p.ops[u]
+            if op.kind is not OpKind.RULE:
+                return True
+            rule = op.rule
+            for k, w in enumerate(op.operands):
+                if w != v:
+                    continue
+                for f in rule.operands[k][d]:
+                    kind = rule.kind(f)
+                    if kind is FactorKind.REDUCTION:
+                        return True
+                    if kind is not FactorKind.PASS_THROUGH:
+                        continue
+                    onward = [
+                        (r, e)
+                        for r, tensor in zip(op.results, rule.results, strict=True)
+                        for e, fs in enumerate(tensor)
+                        if f in fs
+                    ]
+                    if depth <= 0 or not onward:
+                        return True
+                    if any(
+                        self._computes_on_blocks(r, e, depth - 1) for r, e in onward
+                    ):
+                        return True
+        return False
 
     def _even_dirs(self, i: int, dirs: tuple[int, ...]) -> tuple[int, ...] | None:
         """`dirs` without the resized factors of op `i` whose axes in one of

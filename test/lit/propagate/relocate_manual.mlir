@@ -61,3 +61,21 @@ func.func @body_uses_data(%x: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@m
   } : (tensor<16x32xf32>) -> tensor<16x32xf32>
   return %0 : tensor<16x32xf32>
 }
+// -----
+// Not reordered either: the body all-gathers the dim over "expert" (its
+// only use needs the dim whole), so "data" would be gathered at once after
+// a permute; the operand is resharded to {"expert"} as before, by one
+// all-gather (over both axes, then a local cut: one launch).
+sdy.mesh @mesh = <["data"=2, "expert"=4]>
+// CHECK-LABEL: func.func @body_gathers_the_dim
+// CHECK: sdy.manual_computation
+// CHECK-SAME{LITERAL}: in_shardings=[<@mesh, [{"expert", ?}, {?}]>]
+// PART: all-gather axes {"data","expert"} 1792 B {{.*}}relocate_manual.mlir:[[# @LINE + 3]]:8: operand 0: [{"data", "expert"}, {}] -> [{"expert"}, {}]
+// PART-NEXT: total: 1 collectives (all-gather x1)
+func.func @body_gathers_the_dim(%x: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data", "expert"}, {}]>}) -> (tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {
+  %0 = sdy.manual_computation(%x) in_shardings=[<@mesh, [{"expert", ?}, {?}]>] out_shardings=[<@mesh, [{}, {?}]>] manual_axes={"expert"} (%a: tensor<4x32xf32>) {
+    %1 = "stablehlo.all_gather"(%a) <{all_gather_dim = 0 : i64, channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>, use_global_device_ids}> : (tensor<4x32xf32>) -> tensor<16x32xf32>
+    sdy.return %1 : tensor<16x32xf32>
+  } : (tensor<16x32xf32>) -> tensor<16x32xf32>
+  return %0 : tensor<16x32xf32>
+}
