@@ -1122,13 +1122,20 @@ class Propagator:
 
     # -- relocation ---------------------------------------------------------
 
-    def _computes_on_blocks(self, v: int, d: int, depth: int) -> bool:
+    def _computes_on_blocks(
+        self, v: int, d: int, depth: int, seen: set[tuple[int, int]] | None = None
+    ) -> bool:
         """Whether the body computes on blocks of slot `v`'s dim `d`: some
         use of it, through up to `depth` ops that pass the dim through
         (element-wise ops, batch dims), reduces it or leaves the body (or
         reaches an op this cannot see through). Where every use needs the
         dim whole (a body that all-gathers or scans it), a reorder would
-        only add a permute before that gather."""
+        only add a permute before that gather. `seen`: the (slot, dim)
+        pairs already followed (each once, however many paths reach it)."""
+        seen = set() if seen is None else seen
+        if (v, d) in seen:
+            return False
+        seen.add((v, d))
         for u in self.users[v]:
             op = self.p.ops[u]
             if op.kind is not OpKind.RULE:
@@ -1152,7 +1159,8 @@ class Propagator:
                     if depth <= 0 or not onward:
                         return True
                     if any(
-                        self._computes_on_blocks(r, e, depth - 1) for r, e in onward
+                        self._computes_on_blocks(r, e, depth - 1, seen)
+                        for r, e in onward
                     ):
                         return True
         return False
