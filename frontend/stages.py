@@ -898,6 +898,14 @@ class Compiled(_Stage):
         self._keys = any(
             leaf.key_shape for leaf in (*inputs.leaves, *inputs.traced.outputs)
         )
+        # Results of dtype float0 (the tangents `jax.grad(allow_int=True)`
+        # gives integer inputs): returned as jax.jit returns them, numpy
+        # float0 arrays, not the bool buffers the program computes.
+        self._float0 = [
+            i
+            for i, leaf in enumerate(inputs.traced.outputs)
+            if leaf.dtype == jax.dtypes.float0
+        ]
         if spmd.executable.spans_processes:  # named if the processes differ
             spmd.executable.describe(
                 inputs.fun_name,
@@ -1282,6 +1290,8 @@ class Compiled(_Stage):
         flat, tree = jax.tree_util.tree_flatten(outs)
         if any(0 in getattr(o, "shape", ()) for o in flat):
             return None  # zero-size outputs: rebuilt in Python
+        if self._float0:
+            return None  # float0 results: numpy arrays, made in Python
         traced = inputs.traced
         if traced.effects is not None or traced.token_outputs or traced.refs:
             return None  # tokens, callbacks and mutable arrays: in Python
@@ -1356,7 +1366,10 @@ class Compiled(_Stage):
             ]
         for i in inputs.traced.token_outputs:
             outs[i] = bridge.token_of([outs[i]])
-        return jax.tree_util.tree_unflatten(inputs.traced.out_tree, outs)
+        results: list[Any] = list(outs)
+        for i in self._float0:
+            results[i] = np.zeros(results[i].shape, jax.dtypes.float0)
+        return jax.tree_util.tree_unflatten(inputs.traced.out_tree, results)
 
     def _place(self, v: Any, leaf: LeafInfo, target: Any) -> jax.Array:
         api = self._lowered.inputs.api

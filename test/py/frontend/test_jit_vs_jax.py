@@ -155,3 +155,23 @@ def test_propagated_output_sharding_matches_jax() -> None:
     want = jax.jit(mlp, in_shardings=to_jax(ins))(*args)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     assert got.sharding == want.sharding
+
+
+def test_float0_results_are_numpy_float0_arrays_as_under_jax_jit() -> None:
+    """`jax.grad(..., allow_int=True)` gives an integer input a float0
+    tangent; jax.jit returns it as a numpy float0 array, and so does
+    meshjit (not the bool buffer the program computes), on every call."""
+
+    def f(x: jax.Array, y: jax.Array) -> Any:
+        return jax.grad(lambda a, b: (a * 2).sum(), argnums=(0, 1), allow_int=True)(
+            x, y
+        )
+
+    x, y = np.ones((8,), np.float32), np.ones((8,), np.int32)
+    want = jax.jit(f)(x, y)
+    compiled = meshjit.jit(f)
+    for _ in range(3):  # the first call and the repeated ones
+        got = compiled(x, y)
+        assert got[1].dtype == jax.dtypes.float0 == want[1].dtype
+        assert got[1].shape == (8,)
+        np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
