@@ -285,6 +285,16 @@ def load_cost(spec: str) -> CostModel:
     )
 
 
+def cost_data(model: CostModel) -> dict[str, object]:
+    """`model` as a cost-model file holds it (what `load_cost` reads back
+    to an equal model; `python -m meshjit.calibrate --out` writes the same
+    fields)."""
+    data = dataclasses.asdict(model)
+    for table in ("kind_bandwidth", "kind_latency"):
+        data[table] = dict(getattr(model, table))
+    return data
+
+
 _KIND = {
     AllGather: "all-gather",
     AllToAll: "all-to-all",

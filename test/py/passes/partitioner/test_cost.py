@@ -3,6 +3,7 @@ partition pass option, and how meshjit.jit picks one."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -17,11 +18,25 @@ from meshjit.passes.partitioner.cost import (
     CostModel,
     Efficiency,
     KernelDims,
+    cost_data,
     fft_flops,
     load_cost,
     op_flops,
     relocation_pays,
 )
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_cost_data_is_what_load_cost_reads_back(platform: str, tmp_path: Path) -> None:
+    path = tmp_path / "model.json"
+    model = PLATFORMS[platform]
+    path.write_text(json.dumps(cost_data(model)))
+    # the same model, its per-kind tables as a file orders them (by kind)
+    assert load_cost(str(path)) == dataclasses.replace(
+        model,
+        kind_bandwidth=tuple(sorted(model.kind_bandwidth)),
+        kind_latency=tuple(sorted(model.kind_latency)),
+    )
 
 
 def test_platform_defaults_and_files(tmp_path: Path) -> None:
