@@ -12,45 +12,33 @@ what the fewer bytes would cost or save, measured.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import statistics
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 
 import meshjit
-from bench.measure import Row, _shardings, mesh_of
+from bench.measure import Row, _shardings, interleaved_medians, mesh_of, sent_bytes
 from bench.models import MODELS
 from bench.workloads import ALL
-from meshjit.passes.partitioner.cost import PLATFORMS
+from meshjit.passes.partitioner.cost import PLATFORMS, cost_data
 
-# A launch latency the model cannot tell from zero (the cost-model file
+# A launch latency the model cannot tell from zero (a cost-model file
 # wants every number positive).
 _NO_LATENCY = 1e-12
 
 
 def bytes_first_cost(path: str) -> str:
-    """Writes the CPU cost model less its launch latency to `path` (the
-    format of `python -m meshjit.calibrate --out`) and returns `path`."""
-    cpu = PLATFORMS["cpu"]
-    data = {
-        "latency": _NO_LATENCY,
-        "bandwidth": cpu.bandwidth,
-        "flops": cpu.flops,
-        "memory_bandwidth": cpu.memory_bandwidth,
-        "kind_bandwidth": dict(cpu.kind_bandwidth),
-        "variadic_launches": cpu.variadic_launches,
-        "runtime_cut_offsets": cpu.runtime_cut_offsets,
-        "gemm_n_tile": cpu.gemm_n_tile,
-        "gemm_k_tile": cpu.gemm_k_tile,
-        "vector_bytes": cpu.vector_bytes,
-    }
+    """Writes the CPU cost model less its launch latency to `path` (a
+    cost-model file, as `python -m meshjit.calibrate --out` writes) and
+    returns `path`."""
+    model = dataclasses.replace(PLATFORMS["cpu"], latency=_NO_LATENCY, kind_latency=())
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f)
+        json.dump(cost_data(model), f)
     return path
 
 
@@ -71,24 +59,6 @@ def _compile(work: Any, layout: Any, cost: str | None) -> Any:
             os.environ.pop("MESHJIT_COST", None)
         else:
             os.environ["MESHJIT_COST"] = saved
-
-
-def _bytes(compiled: Any) -> int:
-    report = compiled.partition_report
-    return int(report.total_bytes + sum(c.bytes_per_device for c in report.own))
-
-
-def _medians(runs: Sequence[Callable[[], None]], steps: int) -> list[float]:
-    for _ in range(3):
-        for run in runs:
-            run()
-    times: list[list[float]] = [[] for _ in runs]
-    for _ in range(steps):
-        for k, run in enumerate(runs):
-            start = time.perf_counter()
-            run()
-            times[k].append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
 
 
 def lines(rows: Sequence[Row], steps: int) -> list[str]:
@@ -123,8 +93,11 @@ def _line(row: Row, work: Any, layout: Any, cost: str, steps: int) -> str:
     def runner(f: Any) -> Callable[[], None]:
         return lambda: jax.block_until_ready(f(*placed))
 
-    a, b, j = _medians([runner(chosen), runner(fewest), runner(theirs)], steps)
-    ours, other = _bytes(chosen), _bytes(fewest)
+    a, b, j = interleaved_medians(
+        [runner(chosen), runner(fewest), runner(theirs)], steps
+    )
+    ours = sent_bytes(chosen.partition_report)
+    other = sent_bytes(fewest.partition_report)
     xla = row.xla_bytes
     same = " (the same plan)" if ours == other else ""
     return (

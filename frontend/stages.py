@@ -1366,10 +1366,12 @@ class Compiled(_Stage):
             ]
         for i in inputs.traced.token_outputs:
             outs[i] = bridge.token_of([outs[i]])
-        results: list[Any] = list(outs)
-        for i in self._float0:
-            results[i] = np.zeros(results[i].shape, jax.dtypes.float0)
-        return jax.tree_util.tree_unflatten(inputs.traced.out_tree, results)
+        if self._float0:
+            results: list[Any] = list(outs)
+            for i in self._float0:
+                results[i] = np.zeros(results[i].shape, jax.dtypes.float0)
+            return jax.tree_util.tree_unflatten(inputs.traced.out_tree, results)
+        return jax.tree_util.tree_unflatten(inputs.traced.out_tree, outs)
 
     def _place(self, v: Any, leaf: LeafInfo, target: Any) -> jax.Array:
         api = self._lowered.inputs.api
