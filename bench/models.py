@@ -1738,6 +1738,416 @@ VAE_DECODE = Workload(
 )
 
 
+# ConvNeXt ---------------------------------------------------------------------------
+# A patchify stem (4x4/4), blocks of a depthwise 7x7 convolution, layer norm over
+# channels, an inverted MLP with GELU and a layer scale, a 2x2/2 downsample
+# between stages; train step, height split.
+
+CONVNEXT_CLASSES = 10
+
+
+def _convnext_block(c: int) -> dict[str, Any]:
+    return {
+        "depthwise": _Leaf((7, 7, 1, c), scale=1 / 7),
+        "norm": _ln(c),
+        "up": _Leaf((c, 4 * c)),
+        "down": _Leaf((4 * c, c)),
+        "gamma": _Leaf((c,), scale=0.1),
+    }
+
+
+CONVNEXT_PARAMS = {
+    "stem": _Leaf((4, 4, 3, 16)),
+    "stem_norm": _ln(16),
+    "stage1": _convnext_block(16),
+    "down_norm": _ln(16),
+    "downsample": _Leaf((2, 2, 16, 32)),
+    "stage2": _convnext_block(32),
+    "head": _Leaf((32, CONVNEXT_CLASSES)),
+}
+
+
+def _patchify(x: jax.Array, w: jax.Array) -> jax.Array:
+    k = w.shape[0]
+    return jax.lax.conv_general_dilated(x, w, (k, k), "VALID", dimension_numbers=_DN)
+
+
+def _convnext_block_apply(p: dict[str, Any], x: jax.Array) -> jax.Array:
+    h = _conv(x, p["depthwise"], groups=x.shape[-1])
+    h = jax.nn.gelu(_layer_norm(h, p["norm"]) @ p["up"]) @ p["down"]
+    return x + p["gamma"] * h
+
+
+def convnext_loss(params: dict[str, Any], x: jax.Array, labels: jax.Array) -> Any:
+    h = _layer_norm(_patchify(x, params["stem"]), params["stem_norm"])
+    h = _convnext_block_apply(params["stage1"], h)
+    h = _patchify(_layer_norm(h, params["down_norm"]), params["downsample"])
+    h = _convnext_block_apply(params["stage2"], h)
+    return _cross_entropy(h.mean(axis=(1, 2)) @ params["head"], labels)
+
+
+def convnext_train_step(params: dict[str, Any], x: jax.Array, labels: jax.Array) -> Any:
+    loss, grads = jax.value_and_grad(convnext_loss)(params, x, labels)
+    return _sgd(params, grads), loss
+
+
+def _convnext_args() -> tuple[Any, ...]:
+    return (
+        _arrays(CONVNEXT_PARAMS, seed=48),
+        _rand(8, 128, 128, 3, seed=49),
+        _ints(8, high=CONVNEXT_CLASSES, seed=50),
+    )
+
+
+_CONVNEXT_REP = _same_specs(CONVNEXT_PARAMS, P())
+
+CONVNEXT_TRAIN = Workload(
+    "convnext_train",
+    convnext_train_step,
+    _convnext_args,
+    (
+        Layout(
+            "height8", "8", (_CONVNEXT_REP, P(None, "x"), P()), (_CONVNEXT_REP, P())
+        ),
+        Layout(
+            "batch2_height4",
+            "2x4",
+            (_CONVNEXT_REP, P("x", "y"), P("x")),
+            (_CONVNEXT_REP, P()),
+        ),
+    ),
+    tags=("model", "conv", "train"),
+)
+
+
+# Video network (3D convolutions) ------------------------------------------------------
+# Clips [N, T, H, W, C]: 3x3x3 convolutions (one with stride 2 in time and
+# space), a 3x3x3/2 average pool, global pooling; forward, time split.
+
+_DN3 = ("NDHWC", "DHWIO", "NDHWC")
+
+VIDEO_PARAMS = {
+    "conv1": _Leaf((3, 3, 3, 3, 8)),
+    "conv2": _Leaf((3, 3, 3, 8, 16)),
+    "conv3": _Leaf((3, 3, 3, 16, 16)),
+}
+
+
+def _conv3(x: jax.Array, w: jax.Array, stride: int = 1) -> jax.Array:
+    return jax.lax.conv_general_dilated(
+        x, w, (stride,) * 3, "SAME", dimension_numbers=_DN3
+    )
+
+
+def video_fwd(params: dict[str, jax.Array], clips: jax.Array) -> jax.Array:
+    h = jax.nn.relu(_conv3(clips, params["conv1"]))
+    h = jax.nn.relu(_conv3(h, params["conv2"], 2))
+    window = (1, 3, 3, 3, 1)
+    h = jax.lax.reduce_window(h, 0.0, jax.lax.add, window, (1, 2, 2, 2, 1), "SAME")
+    h = jax.nn.relu(_conv3(h / 27.0, params["conv3"]))
+    return h.mean(axis=(1, 2, 3))
+
+
+def _video_args() -> tuple[Any, ...]:
+    return (_arrays(VIDEO_PARAMS, seed=51), _rand(4, 32, 32, 32, 3, seed=52))
+
+
+_VIDEO_REP = _same_specs(VIDEO_PARAMS, P())
+
+VIDEO_FWD = Workload(
+    "video3d_fwd",
+    video_fwd,
+    _video_args,
+    (
+        Layout("time8", "8", (_VIDEO_REP, P(None, "x")), P()),
+        Layout("batch2_time4", "2x4", (_VIDEO_REP, P("x", "y")), P("x")),
+    ),
+    tags=("model", "conv"),
+)
+
+
+# Graph convolutional network ---------------------------------------------------------
+# Two GCN layers: gather the source nodes' rows of every edge, transform, sum
+# into the destination nodes (`jax.ops.segment_sum`); train step with edges
+# split (and nodes too in the second layout).
+
+GCN_NODES, GCN_EDGES, GCN_FEATURES, GCN_OUT = 512, 4096, 32, 16
+
+GCN_PARAMS = {"w1": _Leaf((GCN_FEATURES, 64)), "w2": _Leaf((64, GCN_OUT))}
+
+
+def gcn_loss(
+    params: dict[str, jax.Array],
+    x: jax.Array,
+    src: jax.Array,
+    dst: jax.Array,
+    target: jax.Array,
+) -> Any:
+    def layer(h: jax.Array, w: jax.Array) -> jax.Array:
+        return jax.ops.segment_sum(h[src] @ w, dst, num_segments=x.shape[0])
+
+    h = layer(jax.nn.relu(layer(x, params["w1"])), params["w2"])
+    return jnp.mean((h - target) ** 2)
+
+
+def gcn_train_step(
+    params: dict[str, jax.Array],
+    x: jax.Array,
+    src: jax.Array,
+    dst: jax.Array,
+    target: jax.Array,
+) -> Any:
+    loss, grads = jax.value_and_grad(gcn_loss)(params, x, src, dst, target)
+    return _sgd(params, grads), loss
+
+
+def _gcn_args() -> tuple[Any, ...]:
+    return (
+        _arrays(GCN_PARAMS, seed=53),
+        _rand(GCN_NODES, GCN_FEATURES, seed=54),
+        _ints(GCN_EDGES, high=GCN_NODES, seed=55),
+        _ints(GCN_EDGES, high=GCN_NODES, seed=56),
+        _rand(GCN_NODES, GCN_OUT, seed=57),
+    )
+
+
+_GCN_REP = _same_specs(GCN_PARAMS, P())
+
+GCN_TRAIN = Workload(
+    "gcn_train",
+    gcn_train_step,
+    _gcn_args,
+    (
+        Layout(
+            "edges8",
+            "8",
+            (_GCN_REP, P(), P("x"), P("x"), P()),
+            (_GCN_REP, P()),
+        ),
+        Layout(
+            "nodes2_edges4",
+            "2x4",
+            (_GCN_REP, P("x"), P("y"), P("y"), P("x")),
+            (_GCN_REP, P()),
+        ),
+    ),
+    tags=("model", "train"),
+)
+
+
+# MLP-Mixer ---------------------------------------------------------------------------
+# Token mixing (an MLP across the token dim, applied to the transposed
+# activations) and channel mixing, each after a layer norm with a residual;
+# train step, batch x tokens split.
+
+MIXER_TOKENS, MIXER_CHANNELS, MIXER_LAYERS = 64, 64, 2
+
+
+def _mixer_layer() -> dict[str, Any]:
+    return {
+        "norm1": _ln(MIXER_CHANNELS),
+        "token_up": _Leaf((MIXER_TOKENS, 128)),
+        "token_down": _Leaf((128, MIXER_TOKENS)),
+        "norm2": _ln(MIXER_CHANNELS),
+        "channel_up": _Leaf((MIXER_CHANNELS, 256)),
+        "channel_down": _Leaf((256, MIXER_CHANNELS)),
+    }
+
+
+MIXER_PARAMS = {"layers": [_mixer_layer() for _ in range(MIXER_LAYERS)]}
+
+
+def mixer_loss(params: dict[str, Any], x: jax.Array, target: jax.Array) -> Any:
+    for p in params["layers"]:
+        h = jnp.swapaxes(_layer_norm(x, p["norm1"]), 1, 2)
+        h = jax.nn.gelu(h @ p["token_up"]) @ p["token_down"]
+        x = x + jnp.swapaxes(h, 1, 2)
+        h = _layer_norm(x, p["norm2"])
+        x = x + jax.nn.gelu(h @ p["channel_up"]) @ p["channel_down"]
+    return jnp.mean((x.mean(axis=1) - target) ** 2)
+
+
+def mixer_train_step(params: dict[str, Any], x: jax.Array, target: jax.Array) -> Any:
+    loss, grads = jax.value_and_grad(mixer_loss)(params, x, target)
+    return _sgd(params, grads), loss
+
+
+def _mixer_args() -> tuple[Any, ...]:
+    return (
+        _arrays(MIXER_PARAMS, seed=58),
+        _rand(16, MIXER_TOKENS, MIXER_CHANNELS, seed=59),
+        _rand(16, MIXER_CHANNELS, seed=60),
+    )
+
+
+_MIXER_REP = _same_specs(MIXER_PARAMS, P())
+
+MIXER_TRAIN = Workload(
+    "mixer_train",
+    mixer_train_step,
+    _mixer_args,
+    (
+        Layout("dp8", "8", (_MIXER_REP, P("x"), P("x")), (_MIXER_REP, P())),
+        Layout(
+            "batch2_tokens4",
+            "2x4",
+            (_MIXER_REP, P("x", "y"), P("x")),
+            (_MIXER_REP, P()),
+        ),
+    ),
+    tags=("model", "train"),
+)
+
+
+# LSTM ---------------------------------------------------------------------------------
+# One LSTM layer over time (`lax.scan`, gates from one fused projection cut
+# with `jnp.split`) and a linear readout; train step, batch split (with the
+# gates' projection split over the model axis in the second layout).
+
+LSTM_IN, LSTM_HIDDEN, LSTM_STEPS, LSTM_BATCH = 32, 64, 16, 16
+
+
+def _lstm_params(gates: P) -> dict[str, _Leaf]:
+    return {
+        "wx": _Leaf((LSTM_IN, 4 * LSTM_HIDDEN), gates),
+        "wh": _Leaf((LSTM_HIDDEN, 4 * LSTM_HIDDEN), gates),
+        "b": _Leaf((4 * LSTM_HIDDEN,), P(*gates[1:]), init="zeros"),
+        "readout": _Leaf((LSTM_HIDDEN, LSTM_IN)),
+    }
+
+
+def lstm_loss(params: dict[str, jax.Array], xs: jax.Array, ys: jax.Array) -> Any:
+    batch = xs.shape[1]
+
+    def cell(carry: tuple[jax.Array, jax.Array], x: jax.Array) -> Any:
+        h, c = carry
+        z = x @ params["wx"] + h @ params["wh"] + params["b"]
+        i, f, g, o = jnp.split(z, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return (h, c), h
+
+    zeros = jnp.zeros((batch, LSTM_HIDDEN), xs.dtype)
+    _, hs = jax.lax.scan(cell, (zeros, zeros), xs)
+    return jnp.mean((hs @ params["readout"] - ys) ** 2)
+
+
+def lstm_train_step(params: dict[str, jax.Array], xs: jax.Array, ys: jax.Array) -> Any:
+    loss, grads = jax.value_and_grad(lstm_loss)(params, xs, ys)
+    return _sgd(params, grads), loss
+
+
+def _lstm_args() -> tuple[Any, ...]:
+    return (
+        _arrays(_lstm_params(P()), seed=61),
+        _rand(LSTM_STEPS, LSTM_BATCH, LSTM_IN, seed=62),
+        _rand(LSTM_STEPS, LSTM_BATCH, LSTM_IN, seed=63),
+    )
+
+
+_LSTM_REP = _specs(_lstm_params(P()))
+_LSTM_TP = _specs(_lstm_params(P(None, "y")))
+
+LSTM_TRAIN = Workload(
+    "lstm_train",
+    lstm_train_step,
+    _lstm_args,
+    (
+        Layout("dp8", "8", (_LSTM_REP, P(None, "x"), P(None, "x")), (_LSTM_REP, P())),
+        Layout(
+            "dp2_tp4",
+            "2x4",
+            (_LSTM_TP, P(None, "x"), P(None, "x")),
+            (_LSTM_TP, P()),
+        ),
+    ),
+    tags=("model", "train"),
+)
+
+
+# KV-cache decoding --------------------------------------------------------------------
+# One decoding step of attention: project this token, write its key and value
+# into the caches at a traced position (`lax.dynamic_update_slice`), attend
+# over the cache up to that position; heads split (tensor parallel) or the
+# cache's sequence split.
+
+DECODE_BATCH, DECODE_LEN, DECODE_HEADS, DECODE_HEAD_DIM = 8, 64, 8, 16
+_DECODE_WIDTH = DECODE_HEADS * DECODE_HEAD_DIM
+
+
+def _decode_params(cols: P, rows: P) -> dict[str, _Leaf]:
+    w = _DECODE_WIDTH
+    return {
+        "wq": _Leaf((w, w), cols),
+        "wk": _Leaf((w, w), cols),
+        "wv": _Leaf((w, w), cols),
+        "wo": _Leaf((w, w), rows),
+    }
+
+
+def kv_decode_step(
+    params: dict[str, jax.Array],
+    k_cache: jax.Array,
+    v_cache: jax.Array,
+    x: jax.Array,
+    pos: jax.Array,
+) -> Any:
+    b, length, heads, dim = k_cache.shape
+
+    def heads_of(w: jax.Array) -> jax.Array:
+        return (x @ w).reshape(b, 1, heads, dim)
+
+    q = heads_of(params["wq"])
+    k_cache = jax.lax.dynamic_update_slice(
+        k_cache, heads_of(params["wk"]), (0, pos, 0, 0)
+    )
+    v_cache = jax.lax.dynamic_update_slice(
+        v_cache, heads_of(params["wv"]), (0, pos, 0, 0)
+    )
+    logits = jnp.einsum("bqhd,bshd->bhqs", q, k_cache) / np.float32(np.sqrt(dim))
+    logits = jnp.where(jnp.arange(length) <= pos, logits, jnp.finfo(logits.dtype).min)
+    out = jnp.einsum("bhqs,bshd->bqhd", jax.nn.softmax(logits, axis=-1), v_cache)
+    return out.reshape(b, heads * dim) @ params["wo"], k_cache, v_cache
+
+
+def _decode_args() -> tuple[Any, ...]:
+    cache = (DECODE_BATCH, DECODE_LEN, DECODE_HEADS, DECODE_HEAD_DIM)
+    return (
+        _arrays(_decode_params(P(), P()), seed=64),
+        _rand(*cache, seed=65),
+        _rand(*cache, seed=66),
+        _rand(DECODE_BATCH, _DECODE_WIDTH, seed=67),
+        np.int32(37),
+    )
+
+
+_DECODE_TP = _specs(_decode_params(P(None, "y"), P("y")))
+_DECODE_REP = _specs(_decode_params(P(), P()))
+_CACHE_HEADS = P("x", None, "y")
+_CACHE_SEQ = P(None, "x")
+
+KV_DECODE = Workload(
+    "kv_decode",
+    kv_decode_step,
+    _decode_args,
+    (
+        Layout(
+            "dp2_tp4",
+            "2x4",
+            (_DECODE_TP, _CACHE_HEADS, _CACHE_HEADS, P("x"), P()),
+            (P("x"), _CACHE_HEADS, _CACHE_HEADS),
+        ),
+        Layout(
+            "seq8",
+            "8",
+            (_DECODE_REP, _CACHE_SEQ, _CACHE_SEQ, P(), P()),
+            (P(), _CACHE_SEQ, _CACHE_SEQ),
+        ),
+    ),
+    tags=("model", "transformer"),
+)
+
+
 MODELS = (
     RESNET_FWD,
     RESNET_TRAIN,
@@ -1764,4 +2174,10 @@ MODELS = (
     MAMBA_FWD,
     MOBILENET_TRAIN,
     VAE_DECODE,
+    CONVNEXT_TRAIN,
+    VIDEO_FWD,
+    GCN_TRAIN,
+    MIXER_TRAIN,
+    LSTM_TRAIN,
+    KV_DECODE,
 )

@@ -64,6 +64,7 @@ from meshjit.frontend.trace import (
     LeafInfo,
     TracedModule,
     auto_mesh_of,
+    check_ref_arguments,
     enclosing_context_mesh,
     leaf_dtype,
     leaf_info,
@@ -317,14 +318,21 @@ class JitFunction:
             index = path[0].idx
             name = form.entries[index].name + jax.tree_util.keystr(path[1:])
             leaf = leaf_info(name, value, self._api, self._name)
+            # a mutable array is laid out, and placed, as its value is
+            plain = bridge.ref_value(value) if leaf.ref else value
             # As jax: the argument's Auto mesh is in its aval (its axes name
             # nothing in the spec), where nothing else places the program.
-            auto = auto_mesh_of(value) if leaf.sharding is None else None
-            if auto is not None and self._on_mesh_of(value):
+            auto = auto_mesh_of(plain) if leaf.sharding is None else None
+            if auto is not None and self._on_mesh_of(plain):
                 leaf = dataclasses.replace(leaf, auto_mesh=auto)
             leaves.append(leaf)
             flat.append(value._buf if leaf.token else value)  # a token's buffer
-        committed = tuple(_committed(v) for v in flat)
+        if any(leaf.ref for leaf in leaves):
+            check_ref_arguments(flat, leaves, self._api)
+        committed = tuple(
+            _committed(bridge.ref_value(v) if leaf.ref else v)
+            for v, leaf in zip(flat, leaves, strict=True)
+        )
         donated = tuple(form.entries[path[0].idx].donated for path, _ in flat_paths)
         mesh = context_mesh()
         trace_key = TraceKey(

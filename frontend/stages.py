@@ -41,6 +41,7 @@ from meshjit.frontend.trace import (
     TracedModule,
     alias_plan,
     attach_shardings,
+    check_ref_arguments,
     has_views,
     interface_shardings,
     leaf_dtype,
@@ -345,6 +346,9 @@ class Lowered(_Stage):
             None if s is None else s.tensor_sharding(o.physical_ndim, inputs.mesh_name)
             for s, o in zip(p.outputs, inputs.traced.outputs, strict=True)
         ]
+        # Mutable arguments' new values follow the outputs, laid out as the
+        # arguments are.
+        results += [args[kept.index(k)] for k in inputs.traced.ref_args]
         # Mutable arrays the function closes over follow the arguments, and
         # their new values the results, each laid out as the array is now.
         refs = [ref_sharding(inputs, r) for r in inputs.traced.refs]
@@ -817,6 +821,9 @@ def match_donations(
         if k not in kept:
             unusable.append(f"{leaf.describe()} `{leaf.path}` (unused)")
             continue
+        if leaf.ref:  # its buffer stays the mutable array's
+            unusable.append(f"{leaf.describe()} `{leaf.path}` (a mutable array)")
+            continue
         j = kept.index(k)
         match = next(
             (
@@ -1259,6 +1266,12 @@ class Compiled(_Stage):
         for k, (v, leaf, target) in enumerate(
             zip(flat, inputs.leaves, self._targets, strict=True)
         ):
+            if leaf.ref != isinstance(v, jax.Ref):
+                raise JitArgumentError(
+                    f"{inputs.api}: argument `{leaf.path}` was compiled for "
+                    f"{'a mutable array (jax.new_ref)' if leaf.ref else 'an array'} "
+                    f"but called with {'an array' if leaf.ref else 'a mutable array'}"
+                )
             shape = tuple(np.shape(v))
             dtype = getattr(v, "dtype", None)
             if isinstance(dtype, np.dtype):  # numpy int64 is int32 without x64
@@ -1293,7 +1306,12 @@ class Compiled(_Stage):
         if self._float0:
             return None  # float0 results: numpy arrays, made in Python
         traced = inputs.traced
-        if traced.effects is not None or traced.token_outputs or traced.refs:
+        if (
+            traced.effects is not None
+            or traced.token_outputs
+            or traced.refs
+            or traced.ref_args
+        ):
             return None  # tokens, callbacks and mutable arrays: in Python
         kept = set(traced.kept)
         # jax's C++ dispatch flattens the positional arguments, then the
@@ -1322,10 +1340,15 @@ class Compiled(_Stage):
         """Runs on the flat dynamic argument leaves (already checked by the caller)."""
         inputs = self._lowered.inputs
         kept = inputs.traced.kept
+        ref_args = inputs.traced.ref_args
+        if ref_args:
+            check_ref_arguments(flat, inputs.leaves, inputs.api, inputs.traced.refs)
         placed = []
         donated_ids: dict[int, str] = {}
         for j, k in enumerate(kept):
             v, leaf, target = flat[k], inputs.leaves[k], self._targets[k]
+            if leaf.ref:  # a mutable array: its value
+                v = bridge.ref_value(v)
             here = self._place(v, leaf, target)
             placed.append(jax.random.key_data(here) if leaf.key_shape else here)
             if j in self._donated_main and isinstance(v, jax.Array):
@@ -1346,9 +1369,12 @@ class Compiled(_Stage):
                 value if value.sharding == target else jax.device_put(value, target)
             )
         outs = self._spmd.executable(*placed)
-        if refs:  # the mutable arrays' new values, written back as jax does
+        if refs or ref_args:  # the mutable arrays' new values, written back
             n = len(inputs.traced.outputs)
-            for i, value in zip(inputs.traced.written, outs[n:], strict=True):
+            m = n + len(ref_args)
+            for k, value in zip(ref_args, outs[n:m], strict=True):
+                bridge.set_ref_value(flat[k], value)
+            for i, value in zip(inputs.traced.written, outs[m:], strict=True):
                 bridge.set_ref_value(refs[i], value)
             outs = outs[:n]
         if self._single is not None:

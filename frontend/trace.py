@@ -56,6 +56,10 @@ class LeafInfo:
     # A `jax.core.Token`: passed as its buffer (bool[0], as jax passes it)
     # and made a token again inside the function.
     token: bool = False
+    # A mutable array (`jax.new_ref`): its value is passed, a mutable array
+    # again inside the function, and its new value written back after the
+    # call.
+    ref: bool = False
 
     def aval_key(self) -> tuple[Any, ...]:
         typed = None if self.sharding is None else typed_key(self.sharding)
@@ -66,6 +70,7 @@ class LeafInfo:
             typed,
             self.auto_mesh,
             self.token,
+            self.ref,
         )
 
     def sds(self) -> jax.ShapeDtypeStruct:
@@ -138,6 +143,9 @@ def typed_key(sharding: Any) -> tuple[Any, ...]:
 
 def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
     """The abstract value of an argument leaf; non-arrays must be static."""
+    if isinstance(x, jax.Ref):  # its value's, marked
+        value = leaf_info(path, bridge.ref_value(x), api, fun_name)
+        return dataclasses.replace(value, ref=True)
     if isinstance(x, jax.core.ShapedArray):  # jax lowers on avals too
         return LeafInfo(
             path,
@@ -173,6 +181,32 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
         "not an array; a non-array argument must be marked static with "
         "static_argnums or static_argnames"
     )
+
+
+def check_ref_arguments(
+    flat: Sequence[Any],
+    leaves: Sequence[LeafInfo],
+    api: str,
+    closed: Sequence[Any] = (),
+) -> None:
+    """As jax: a mutable array is passed as one argument only, and not one
+    the function also closes over (`closed`)."""
+    seen: dict[int, str] = {}
+    for v, leaf in zip(flat, leaves, strict=True):
+        if not leaf.ref:
+            continue
+        other = seen.setdefault(id(v), leaf.path)
+        if other != leaf.path:
+            raise JitArgumentError(
+                f"{api}: one mutable array (jax.new_ref) is passed as both `{other}` "
+                f"and `{leaf.path}`; as in jax, a mutable array may be passed once "
+                "per call"
+            )
+        if any(v is r for r in closed):
+            raise JitArgumentError(
+                f"{api}: the mutable array passed as `{leaf.path}` is one the function "
+                "also closes over; as in jax, pass it or close over it, not both"
+            )
 
 
 def _is_token_value(x: object) -> bool:
@@ -308,6 +342,10 @@ class TracedModule:
     # `refs[written[i]]` (jax writes them back after the call).
     refs: tuple[Any, ...] = ()
     written: tuple[int, ...] = ()
+    # The argument leaves that are mutable arrays (`LeafInfo.ref`): @main
+    # returns their new values right after the function's outputs (before
+    # those of the mutable arrays it closes over).
+    ref_args: tuple[int, ...] = ()
 
     @property
     def text(self) -> str:
@@ -384,6 +422,7 @@ def trace_function(
 
     tokens = [leaf.token for leaf in leaves]
     token_outputs: list[int] = []
+    ref_args = tuple(k for k, leaf in enumerate(leaves) if leaf.ref)
 
     def flat(*values: object) -> Any:
         if any(tokens):  # a token argument arrives as its buffer
@@ -391,6 +430,13 @@ def trace_function(
                 jax.lax.create_token() if t else v
                 for v, t in zip(values, tokens, strict=True)
             )
+        made: list[Any] = []
+        if ref_args:  # a mutable array's value arrives: a mutable array again
+            given = list(values)
+            for k in ref_args:
+                given[k] = jax.new_ref(given[k])
+                made.append(given[k])
+            values = tuple(given)
         dynamic = jax.tree_util.tree_unflatten(dyn_tree, values)
         pos, kw = form.rebuild(dynamic)
         try:
@@ -399,19 +445,30 @@ def trace_function(
             note_meshjit_objects(err)
             raise
         leaves_out, tree = jax.tree_util.tree_flatten(out)
+        for i, o in enumerate(leaves_out):
+            if isinstance(o, jax.Ref):
+                path = jax.tree_util.keystr(
+                    jax.tree_util.tree_flatten_with_path(out)[0][i][0]
+                )
+                raise JitArgumentError(
+                    f"{fun_name} returns a mutable array (jax.new_ref) as "
+                    f"result{path}; mutable arrays cannot be returned (as in "
+                    "jax): return its value, ref[...]"
+                )
         found = [i for i, o in enumerate(leaves_out) if _is_token_value(o)]
-        if not found:
-            return out
-        # a token result leaves as a buffer (bool[0]) and is a token again
-        # when the call returns
-        token_outputs[:] = found
-        return jax.tree_util.tree_unflatten(
-            tree,
-            [
-                jax.numpy.zeros((0,), bool) if i in found else o
-                for i, o in enumerate(leaves_out)
-            ],
-        )
+        if found:
+            # a token result leaves as a buffer (bool[0]) and is a token
+            # again when the call returns
+            token_outputs[:] = found
+            out = jax.tree_util.tree_unflatten(
+                tree,
+                [
+                    jax.numpy.zeros((0,), bool) if i in found else o
+                    for i, o in enumerate(leaves_out)
+                ],
+            )
+        # the mutable arguments' new values follow the outputs
+        return (out, [r[...] for r in made]) if made else out
 
     flat.__name__ = fun_name
     flat.__qualname__ = fun_name
@@ -431,8 +488,9 @@ def trace_function(
         # meshes is reported as it was).
         plain = [dataclasses.replace(leaf, auto_mesh=None) for leaf in leaves]
         traced, lowered, meshes = _trace(flat, plain, keep_unused, context)
-    out_flat, out_tree = jax.tree_util.tree_flatten_with_path(traced.out_info)
-    out_avals = traced.jaxpr.out_avals
+    out_info = traced.out_info[0] if ref_args else traced.out_info
+    out_flat, out_tree = jax.tree_util.tree_flatten_with_path(out_info)
+    out_avals = traced.jaxpr.out_avals[: len(out_flat)]
     outputs = tuple(
         LeafInfo(
             "result" + jax.tree_util.keystr(p),
@@ -455,9 +513,10 @@ def trace_function(
     kept = tuple(sorted(bridge.kept_argument_indices(lowered)))
     refs, out_mut = bridge.mutable_arrays(lowered)
     written = tuple(i - len(kept) for i in out_mut if i is not None)
+    returned = len(outputs) + len(ref_args)
     if refs and (
-        any(i is not None for i in out_mut[: len(outputs)])
-        or len(written) != len(out_mut) - len(outputs)
+        any(i is not None for i in out_mut[:returned])
+        or len(written) != len(out_mut) - returned
     ):
         raise NotImplementedError(
             f"{fun_name}: jax's lowering interleaves the values of the mutable "
@@ -472,14 +531,12 @@ def trace_function(
         kept,
         tuple(dict.fromkeys(meshes)),
         traced.jaxpr,
-        tuple(
-            getattr(getattr(a, "sharding", None), "mesh", None)
-            for a in traced.jaxpr.out_avals
-        ),
+        tuple(getattr(getattr(a, "sharding", None), "mesh", None) for a in out_avals),
         bridge.lowering_effects(lowered),
         tuple(token_outputs),
         refs,
         written,
+        ref_args,
     )
 
 

@@ -523,12 +523,20 @@ class JointChoice:
 
     @property
     def taken(self) -> bool:
-        """The joint gather wins where it is faster and sends no more bytes,
-        or sends fewer and is at most NEAR slower; sending more it must be
-        more than NEAR faster."""
+        """The joint gather wins where it sends no more bytes and is at most
+        NEAR slower (a near tie goes to the one collective); sending more it
+        must be more than NEAR faster."""
         if self.nbytes <= self.alone_bytes:
             return self.seconds <= self.alone_seconds * (1 + NEAR)
         return self.seconds < self.alone_seconds * (1 - NEAR)
+
+    @property
+    def tie_note(self) -> str:
+        """Why a taken joint gather estimated slower than the other way was
+        taken (for remarks); empty where it is not slower."""
+        if self.seconds <= self.alone_seconds:
+            return ""
+        return f": within {NEAR:.0%}, the one all-gather sending no more bytes is taken"
 
 
 def choose_joint(

@@ -171,7 +171,7 @@ def _joined(ctx: PartitionCtx, node: Node, group: _SliceGroup) -> bool:
         node.loc,
         f"{what} rather than a gather of the dim for all of them or permutes "
         f"for each ({choice.alone_seconds * 1e6:.1f} us, "
-        f"{fmt_bytes(choice.alone_bytes)})",
+        f"{fmt_bytes(choice.alone_bytes)}){choice.tie_note}",
     )
     return True
 

@@ -321,7 +321,7 @@ def joint_choice(
         if refused:
             ctx.remark(node.loc, f"{what} not taken: {refused}; {alone} instead")
             return None
-    ctx.remark(node.loc, f"{what} rather than {alone}")
+    ctx.remark(node.loc, f"{what} rather than {alone}{choice.tie_note}")
     return choice
 
 

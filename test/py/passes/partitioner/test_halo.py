@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from meshjit.passes.partitioner.halo import (
+    NEAR,
     Aligned,
     Exchange,
+    JointChoice,
     Packing,
     Window,
     WindowPlan,
@@ -536,3 +538,22 @@ def test_padding_outputs_of_data_movement_fetch_nothing() -> None:
             np.testing.assert_array_equal(got[: len(valid)], valid, err_msg=f"{w} {i}")
         checked += 1
     assert checked > 100
+
+
+def test_joint_gather_rule_and_its_remark_on_a_near_tie() -> None:
+    """No more bytes and at most NEAR slower: taken, and the remark says why
+    (the one collective in a near tie); slower by more, or sending more
+    bytes without being more than NEAR faster: not taken."""
+    packing = Packing((), (), {})
+
+    def joint(seconds: float, nbytes: int) -> JointChoice:
+        return JointChoice(packing, seconds, nbytes, 1.0, 100)
+
+    assert joint(0.9, 100).taken
+    assert joint(0.9, 100).tie_note == ""
+    near = joint(1 + NEAR / 2, 100)
+    assert near.taken
+    assert "within" in near.tie_note
+    assert not joint(1 + 2 * NEAR, 100).taken
+    assert not joint(1 - NEAR / 2, 120).taken
+    assert joint(1 - 2 * NEAR, 120).taken
