@@ -439,7 +439,12 @@ def _assemble_by_sum(ctx: PartitionCtx, node: Node, part: Val, axes: DimAxes) ->
 def dynamic_update_slice(node: Node, ctx: PartitionCtx) -> None:
     """Along a dim the update covers part of, the operand may stay split:
     each device takes the window of the (whole) update that falls on its
-    block and keeps its own elements elsewhere: no collective."""
+    block and keeps its own elements elsewhere: no collective. The window is
+    as long as the update where the update is no longer than the block
+    (clamped into the block, where the update's part on this block lies
+    inside it), so a step writes update-sized windows (in place, where the
+    operand's buffer is donated), not whole blocks (a KV cache split along
+    its sequence, written one position per decoding step)."""
     rule = rule_of(ctx, node)
     if rule is None:
         run_replicated(ctx, node, "no sharding rule")
@@ -466,24 +471,50 @@ def dynamic_update_slice(node: Node, ctx: PartitionCtx) -> None:
     b = ctx.b
     block, upd = lop.operands[0], lop.operands[1]
     local = list(block.ty.shape or ())
-    # Pad the update by a block on both sides along each such dim, then cut
-    # the block-sized window aligned with this device's block.
-    widths = [local[d] if d in partial else 0 for d in range(len(local))]
+    # Along each such dim a window of `sizes[d]` positions of the block, at
+    # `at[d]` in it: the update's length, or the block's where the update is
+    # longer (then the whole block, at 0).
+    sizes = [
+        min(update[d], local[d]) if d in partial else local[d]
+        for d in range(len(local))
+    ]
+    whole_block = all(sizes[d] == local[d] for d in partial)
+    # Pad the update by a window on both sides along each such dim, then cut
+    # the window aligned with the block's.
+    widths = [sizes[d] if d in partial else 0 for d in range(len(local))]
     padded = b.pad_zeros(upd, widths, widths)
+    zero = ctx.const_i32(0)
+    at: list[Val] = []
     starts = []
     masks = []
     for d, n in enumerate(operand):
         if d not in partial:
-            starts.append(ctx.const_i32(0))
+            at.append(zero)
+            starts.append(zero)
             continue
         start = _clamped_start(ctx, lop.operands[2 + d], n - update[d])
         first = ctx.dim_offset(lay[d], local[d])  # 0 when the dim is whole
         ahead = b.binary("stablehlo.subtract", first, start)  # block start in update
-        starts.append(b.binary("stablehlo.add", ahead, ctx.const_i32(local[d])))
+        if sizes[d] < local[d]:  # the update's start in the block, clamped
+            inside = b.binary("stablehlo.subtract", start, first)
+            inside = b.binary("stablehlo.maximum", inside, zero)
+            inside = b.binary(
+                "stablehlo.minimum", inside, ctx.const_i32(local[d] - sizes[d])
+            )
+            ahead = b.binary("stablehlo.add", ahead, inside)  # window start in update
+            at.append(inside)
+        else:
+            at.append(zero)
+        starts.append(b.binary("stablehlo.add", ahead, ctx.const_i32(sizes[d])))
         masks.append((d, ahead, update[d]))
-    window = b.dynamic_slice(padded, starts, local)
+    window = b.dynamic_slice(padded, starts, sizes)
     covered = _positions_inside(ctx, window.ty, masks)
-    finish(ctx, node, lop, [b.select(covered, window, block)])
+    if whole_block:
+        finish(ctx, node, lop, [b.select(covered, window, block)])
+        return
+    kept = b.dynamic_slice(block, at, sizes)
+    written = b.select(covered, window, kept)
+    finish(ctx, node, lop, [b.dynamic_update_slice(block, written, at)])
 
 
 @dataclass(frozen=True, slots=True)

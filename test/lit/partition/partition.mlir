@@ -390,6 +390,28 @@ func.func public @dynamic_update_slice_into_split_dim(%a: tensor<16xf32> {sdy.sh
 }
 
 // -----
+sdy.mesh @mesh = <["x"=4]>
+// An update shorter than the block (a KV cache split along its sequence,
+// written at one traced position per decoding step): each device writes an
+// update-sized window of its block, at the update's start clamped into the
+// block, and keeps the window's old elements where the update does not
+// cover them. No whole-block select, no collective.
+// CHECK-LABEL: func.func public @short_update_writes_a_window_of_the_block
+// CHECK-NOT: stablehlo.all_
+// CHECK: %[[P:.*]] = stablehlo.pad %arg{{[0-9]+}}, %{{.*}}, low = [0, 2], high = [0, 2], interior = [0, 0] : (tensor<3x2xf32>, tensor<f32>) -> tensor<3x6xf32>
+// CHECK: %[[W:.*]] = stablehlo.dynamic_slice %[[P]], %{{.*}}, %{{.*}}, sizes = [3, 2] : (tensor<3x6xf32>, tensor<i32>, tensor<i32>) -> tensor<3x2xf32>
+// CHECK: %[[OLD:.*]] = stablehlo.dynamic_slice %[[BLOCK:arg[0-9]+]], %{{.*}}, %[[AT:.*]], sizes = [3, 2] : (tensor<3x8xf32>, tensor<i32>, tensor<i32>) -> tensor<3x2xf32>
+// CHECK: %[[NEW:.*]] = stablehlo.select %{{.*}}, %[[W]], %[[OLD]] : tensor<3x2xi1>, tensor<3x2xf32>
+// CHECK: stablehlo.dynamic_update_slice %[[BLOCK]], %[[NEW]], %{{.*}}, %[[AT]] : (tensor<3x8xf32>, tensor<3x2xf32>, tensor<i32>, tensor<i32>) -> tensor<3x8xf32>
+// CHECK-NOT: stablehlo.all_
+// CHECK: return
+func.func public @short_update_writes_a_window_of_the_block(%a: tensor<3x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}, %u: tensor<3x2xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}, %i: tensor<i32>) -> (tensor<3x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"x"}]>}) {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %0 = stablehlo.dynamic_update_slice %a, %u, %c, %i {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"x"}]>]>} : (tensor<3x32xf32>, tensor<3x2xf32>, tensor<i32>, tensor<i32>) -> tensor<3x32xf32>
+  return %0 : tensor<3x32xf32>
+}
+
+// -----
 sdy.mesh @mesh = <["x"=2, "y"=4]>
 // An optimization_barrier (what jax.checkpoint puts before a recomputed
 // forward pass) only orders: it runs on the local blocks in its operands'

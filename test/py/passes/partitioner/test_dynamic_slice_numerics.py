@@ -5,6 +5,8 @@ exactly the unsharded ones, clamped starts included."""
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -100,6 +102,24 @@ def test_dynamic_update_slice_of_split_operand(start: tuple[int, int]) -> None:
     i, j = (np.int32(s) for s in start)
     c = compile_and_run(f, (x, u, i, j), (P("x", "y"), P(), P(), P()), P("x", "y"))
     assert kinds(c) == [], c.partition_report.collectives
+
+
+@pytest.mark.parametrize("start", [*STARTS, (7, 6), (0, 29)])
+def test_dynamic_update_slice_longer_than_the_block_along_one_dim(
+    start: tuple[int, int],
+) -> None:
+    """The update spans more than a block along dim 0 (whole blocks there)
+    and less along dim 1 (an update-sized window of the block there)."""
+    x = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
+    u = -np.arange(11 * 3, dtype=np.float32).reshape(11, 3) - 1
+
+    def f(x: jax.Array, u: jax.Array, i: jax.Array, j: jax.Array) -> jax.Array:
+        return jax.lax.dynamic_update_slice(x, u, (i, j))
+
+    i, j = (np.int32(s) for s in start)
+    c = compile_and_run(f, (x, u, i, j), (P("x", "y"), P(), P(), P()), P("x", "y"))
+    assert kinds(c) == [], c.partition_report.collectives
+    assert re.search("dynamic.update.slice", c.as_text())
 
 
 def test_dynamic_update_slice_gathers_a_split_update() -> None:
