@@ -611,7 +611,9 @@ _SPECIAL = {
     ),
     "stablehlo.dot": "yes (as dot_general: split contraction, partial sums)",
     "stablehlo.dynamic_slice": "yes (split sliced dim: masked cut + all-reduce)",
-    "stablehlo.dynamic_update_slice": "yes (split updated dim: masked select)",
+    "stablehlo.dynamic_update_slice": (
+        "yes (split updated dim: masked select of an update-sized window)"
+    ),
     "stablehlo.gather": "yes (split table: masked lookup + sum)",
     "stablehlo.iota": "yes (block offset)",
     "stablehlo.pad": "yes (split padded dim: windows, local padding)",
