@@ -44,6 +44,7 @@ from meshjit.frontend.trace import (
     check_ref_arguments,
     has_views,
     interface_shardings,
+    key_data_shape,
     leaf_dtype,
 )
 from meshjit.passes import jit_propagation
@@ -355,11 +356,13 @@ class Lowered(_Stage):
         # what the program is compiled for: each call passes the arrays so
         self.ref_targets = tuple(refs)
         args += [
-            s.tensor_sharding(r.ndim, inputs.mesh_name)
+            s.tensor_sharding(_physical_ndim(r), inputs.mesh_name)
             for s, r in zip(refs, inputs.traced.refs, strict=True)
         ]
         results += [
-            refs[i].tensor_sharding(inputs.traced.refs[i].ndim, inputs.mesh_name)
+            refs[i].tensor_sharding(
+                _physical_ndim(inputs.traced.refs[i]), inputs.mesh_name
+            )
             for i in inputs.traced.written
         ]
         # Ordered effects' tokens lead @main's arguments and results.
@@ -1365,17 +1368,18 @@ class Compiled(_Stage):
         refs = inputs.traced.refs
         for ref, target in zip(refs, self._ref_targets, strict=True):
             value = bridge.ref_value(ref)
-            placed.append(
-                value if value.sharding == target else jax.device_put(value, target)
-            )
+            if value.sharding != target:
+                value = jax.device_put(value, target)
+            keys = not isinstance(value.dtype, np.dtype)  # typed PRNG keys
+            placed.append(jax.random.key_data(value) if keys else value)
         outs = self._spmd.executable(*placed)
         if refs or ref_args:  # the mutable arrays' new values, written back
             n = len(inputs.traced.outputs)
             m = n + len(ref_args)
             for k, value in zip(ref_args, outs[n:m], strict=True):
-                bridge.set_ref_value(flat[k], value)
+                bridge.set_ref_value(flat[k], _as_held(value, flat[k]))
             for i, value in zip(inputs.traced.written, outs[m:], strict=True):
-                bridge.set_ref_value(refs[i], value)
+                bridge.set_ref_value(refs[i], _as_held(value, refs[i]))
             outs = outs[:n]
         if self._single is not None:
             committed = not inputs.placement.uncommitted
@@ -1420,6 +1424,19 @@ class Compiled(_Stage):
             )
         placed: jax.Array = jax.device_put(np.asarray(v, dtype=leaf.dtype), target)
         return placed
+
+
+def _physical_ndim(ref: Any) -> int:
+    """The rank of a mutable array's value in the module (a typed PRNG key
+    array's with its key data dims)."""
+    return len(ref.shape) + len(key_data_shape(ref.dtype))
+
+
+def _as_held(value: Any, ref: Any) -> Any:
+    """A mutable array's new value as the array holds it: typed PRNG keys
+    over the key data the executable returns."""
+    dtype = bridge.ref_value(ref).dtype
+    return value if isinstance(dtype, np.dtype) else bridge.wrap_key_data(value, dtype)
 
 
 def placement_summary(placement: Placement, leaves: Sequence[LeafInfo]) -> str:

@@ -133,3 +133,30 @@ def test_what_jax_refuses_is_refused_with_the_argument_path(case: str) -> None:
     else:
         with pytest.raises(meshjit.JitArgumentError, match="cannot be returned"):
             meshjit.jit(lambda a: a)(ref)
+
+
+@pytest.mark.parametrize("passed", [True, False], ids=["argument", "closed_over"])
+def test_a_ref_of_prng_keys_is_split_and_written_back_as_keys(passed: bool) -> None:
+    """A mutable array of typed PRNG keys (a generator's state): its key data
+    is what the program takes and returns; the array holds keys again."""
+
+    def run(jit: Any) -> tuple[list[np.ndarray], np.ndarray]:
+        state = jax.new_ref(jax.random.key(0))
+
+        def draw(r: Any, x: jax.Array) -> jax.Array:
+            key, sub = jax.random.split(r[...])
+            r[...] = key
+            return x + jax.random.normal(sub, (8,))
+
+        if passed:
+            f = jit(draw)
+            outs = [np.asarray(f(state, jnp.zeros(8))) for _ in range(2)]
+        else:
+            g = jit(lambda x: draw(state, x))
+            outs = [np.asarray(g(jnp.zeros(8))) for _ in range(2)]
+        return outs, np.asarray(jax.random.key_data(state[...]))
+
+    (ours, our_key), (theirs, their_key) = run(meshjit.jit), run(jax.jit)
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(our_key, their_key)
