@@ -86,6 +86,17 @@ def backend() -> Any:
 # --- arrays ------------------------------------------------------------------------
 
 
+def weakly_typed(x: Any) -> Any:
+    """`x` over the same buffers with a weak type, as jax.jit returns a
+    result whose type is weak (no public constructor sets it)."""
+    from jax._src import array
+
+    if x.aval.weak_type:
+        return x
+    aval = x.aval.update(weak_type=True)
+    return array.ArrayImpl(aval, x.sharding, x._arrays, committed=x._committed)
+
+
 def single_device_array(piece: Any, sharding: Any, committed: bool) -> Any:
     """A jax.Array of one device's buffer, committed to it or not (jax's own
     outputs are uncommitted when nothing chose their device; no public

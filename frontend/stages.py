@@ -916,6 +916,14 @@ class Compiled(_Stage):
             for i, leaf in enumerate(inputs.traced.outputs)
             if leaf.dtype == jax.dtypes.float0
         ]
+        # Weakly typed results (of Python scalars: `return 0.1`, a loop's
+        # counter) come back weakly typed, as under jax.jit: `bf16 * lr`
+        # stays bf16.
+        self._weak = [
+            i
+            for i, leaf in enumerate(inputs.traced.outputs)
+            if leaf.weak_type and not leaf.key_shape
+        ]
         if spmd.executable.spans_processes:  # named if the processes differ
             spmd.executable.describe(
                 inputs.fun_name,
@@ -1396,6 +1404,8 @@ class Compiled(_Stage):
             ]
         for i in inputs.traced.token_outputs:
             outs[i] = bridge.token_of([outs[i]])
+        for i in self._weak:
+            outs[i] = bridge.weakly_typed(outs[i])
         if self._float0:
             results: list[Any] = list(outs)
             for i in self._float0:

@@ -157,6 +157,37 @@ def test_propagated_output_sharding_matches_jax() -> None:
     assert got.sharding == want.sharding
 
 
+def _schedule(step: jax.Array) -> Any:
+    lr = jax.lax.fori_loop(0, 3, lambda i, c: c * 0.5, 0.1)  # weak f32
+    return (
+        lr,
+        step + 1,
+        jnp.float32(2.0) * 3,
+        {"n": jax.lax.fori_loop(0, 5, lambda i, c: c + 1, 0)},
+    )
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["one_device", "sharded"])
+def test_weakly_typed_results_stay_weak_as_under_jax_jit(sharded: bool) -> None:
+    """A result of Python scalars (a learning rate, a loop counter) is
+    weakly typed under jax.jit, so `bf16 * lr` stays bf16; meshjit's
+    results carry the same weak types, on the first call and through the
+    C++ dispatch after it, and strong ones stay strong."""
+    step = jnp.int32(7)
+    want = jax.tree.leaves(jax.jit(_schedule)(step))
+    options = {"out_shardings": sh()} if sharded else {}
+    f = meshjit.jit(_schedule, **options)
+    for _ in range(3):  # the first call and the repeated ones
+        got = jax.tree.leaves(f(step))
+        assert [g.weak_type for g in got] == [w.weak_type for w in want]
+        assert [g.dtype for g in got] == [w.dtype for w in want]
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    assert [w.weak_type for w in want] == [True, False, False, True]
+    params = jnp.ones(4, jnp.bfloat16)
+    assert (params - got[0] * params).dtype == jnp.bfloat16
+
+
 def test_float0_results_are_numpy_float0_arrays_as_under_jax_jit() -> None:
     """`jax.grad(..., allow_int=True)` gives an integer input a float0
     tangent; jax.jit returns it as a numpy float0 array, and so does
