@@ -14,6 +14,7 @@ always match.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +145,18 @@ def _cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
 
 def _sgd(params: Any, grads: Any, lr: float = 0.01) -> Any:
     return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
+
+def _sgd_train_step(loss: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """The train step of `loss(params, *batch)`: one SGD update of the
+    parameters, and the loss."""
+
+    def step(params: Any, *batch: jax.Array) -> Any:
+        value, grads = jax.value_and_grad(loss)(params, *batch)
+        return _sgd(params, grads), value
+
+    step.__name__ = step.__qualname__ = name
+    return step
 
 
 # ResNet ----------------------------------------------------------------------------
@@ -1657,11 +1670,7 @@ def mobilenet_loss(params: dict[str, Any], x: jax.Array, labels: jax.Array) -> A
     return -jnp.take_along_axis(logp, labels[:, None], axis=1).mean()
 
 
-def mobilenet_train_step(
-    params: dict[str, Any], x: jax.Array, labels: jax.Array
-) -> Any:
-    loss, grads = jax.value_and_grad(mobilenet_loss)(params, x, labels)
-    return _sgd(params, grads), loss
+mobilenet_train_step = _sgd_train_step(mobilenet_loss, "mobilenet_train_step")
 
 
 def _mobilenet_args() -> tuple[Any, ...]:
@@ -1786,9 +1795,7 @@ def convnext_loss(params: dict[str, Any], x: jax.Array, labels: jax.Array) -> An
     return _cross_entropy(h.mean(axis=(1, 2)) @ params["head"], labels)
 
 
-def convnext_train_step(params: dict[str, Any], x: jax.Array, labels: jax.Array) -> Any:
-    loss, grads = jax.value_and_grad(convnext_loss)(params, x, labels)
-    return _sgd(params, grads), loss
+convnext_train_step = _sgd_train_step(convnext_loss, "convnext_train_step")
 
 
 def _convnext_args() -> tuple[Any, ...]:
@@ -1890,15 +1897,7 @@ def gcn_loss(
     return jnp.mean((h - target) ** 2)
 
 
-def gcn_train_step(
-    params: dict[str, jax.Array],
-    x: jax.Array,
-    src: jax.Array,
-    dst: jax.Array,
-    target: jax.Array,
-) -> Any:
-    loss, grads = jax.value_and_grad(gcn_loss)(params, x, src, dst, target)
-    return _sgd(params, grads), loss
+gcn_train_step = _sgd_train_step(gcn_loss, "gcn_train_step")
 
 
 def _gcn_args() -> tuple[Any, ...]:
@@ -1967,9 +1966,7 @@ def mixer_loss(params: dict[str, Any], x: jax.Array, target: jax.Array) -> Any:
     return jnp.mean((x.mean(axis=1) - target) ** 2)
 
 
-def mixer_train_step(params: dict[str, Any], x: jax.Array, target: jax.Array) -> Any:
-    loss, grads = jax.value_and_grad(mixer_loss)(params, x, target)
-    return _sgd(params, grads), loss
+mixer_train_step = _sgd_train_step(mixer_loss, "mixer_train_step")
 
 
 def _mixer_args() -> tuple[Any, ...]:
@@ -2032,9 +2029,7 @@ def lstm_loss(params: dict[str, jax.Array], xs: jax.Array, ys: jax.Array) -> Any
     return jnp.mean((hs @ params["readout"] - ys) ** 2)
 
 
-def lstm_train_step(params: dict[str, jax.Array], xs: jax.Array, ys: jax.Array) -> Any:
-    loss, grads = jax.value_and_grad(lstm_loss)(params, xs, ys)
-    return _sgd(params, grads), loss
+lstm_train_step = _sgd_train_step(lstm_loss, "lstm_train_step")
 
 
 def _lstm_args() -> tuple[Any, ...]:
