@@ -91,27 +91,19 @@ def test_dynamic_slice_uneven_blocks() -> None:
         assert kinds(c) == ["all-reduce"], c.partition_report.collectives
 
 
-@pytest.mark.parametrize("start", STARTS)
-def test_dynamic_update_slice_of_split_operand(start: tuple[int, int]) -> None:
-    x = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
-    u = -np.arange(5 * 7, dtype=np.float32).reshape(5, 7) - 1
-
-    def f(x: jax.Array, u: jax.Array, i: jax.Array, j: jax.Array) -> jax.Array:
-        return jax.lax.dynamic_update_slice(x, u, (i, j))
-
-    i, j = (np.int32(s) for s in start)
-    c = compile_and_run(f, (x, u, i, j), (P("x", "y"), P(), P(), P()), P("x", "y"))
-    assert kinds(c) == [], c.partition_report.collectives
+# Updates into blocks of 8 x 8: shorter than a block along both dims (an
+# update-sized window of the block), and longer along dim 0 (whole blocks
+# there) but shorter along dim 1.
+UPDATES = [(5, 7), (11, 3)]
 
 
+@pytest.mark.parametrize("update", UPDATES, ids=["5x7", "11x3"])
 @pytest.mark.parametrize("start", [*STARTS, (7, 6), (0, 29)])
-def test_dynamic_update_slice_longer_than_the_block_along_one_dim(
-    start: tuple[int, int],
+def test_dynamic_update_slice_of_split_operand(
+    start: tuple[int, int], update: tuple[int, int]
 ) -> None:
-    """The update spans more than a block along dim 0 (whole blocks there)
-    and less along dim 1 (an update-sized window of the block there)."""
     x = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
-    u = -np.arange(11 * 3, dtype=np.float32).reshape(11, 3) - 1
+    u = -np.arange(update[0] * update[1], dtype=np.float32).reshape(update) - 1
 
     def f(x: jax.Array, u: jax.Array, i: jax.Array, j: jax.Array) -> jax.Array:
         return jax.lax.dynamic_update_slice(x, u, (i, j))
