@@ -741,9 +741,10 @@ def attach_shardings(
     lazy: bool = False,
 ) -> tuple[str | None, ir.Module | None]:
     """The module with `sdy.mesh @mesh_name` and `sdy.sharding` on @main, as
-    text, and as the module that printed it when the two are the same (no
-    mesh was renamed in the text after printing; None otherwise), for a
-    caller that would parse the text again. Shardings on a view of `mesh`
+    text and as the module that printed it (which a caller takes instead of
+    parsing the text again: a new context and a parse are 3-10 ms of a
+    first call); references to an empty mesh, or to `mesh` under another
+    name, are renamed @mesh_name in the module. Shardings on a view of `mesh`
     (its devices renamed or resized) are spelled on it. `context`: where to
     parse it (jax's lowering context), else a new one. `lazy`: where the
     module is the answer, the text is not printed (None): the caller prints
@@ -772,10 +773,11 @@ def attach_shardings(
                 model = sdy_text.parse_mesh(str(op.attributes["mesh"]))
                 if not model.axes and model.device_ids is not None:
                     continue  # a maximal mesh: ops placed on one device
-                if model == MeshModel(()) or model == mesh:
+                name = ir.StringAttr(op.attributes["sym_name"]).value
+                if (model == MeshModel(()) or model == mesh) and name != mesh_name:
                     # replicated on any mesh, or the mesh again under another
                     # name (jax 0.11's shard_map): references become @mesh_name
-                    axis_less.append(ir.StringAttr(op.attributes["sym_name"]).value)
+                    axis_less.append(name)
                 op.operation.erase()
         mesh_op = ir.Operation.parse(sdy_text.print_mesh_op(mesh_name, mesh))
         ir.InsertionPoint.at_block_begin(module.body).insert(mesh_op)
@@ -803,12 +805,11 @@ def attach_shardings(
         module.operation.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(
             i32, mesh.size
         )
-    if lazy and not axis_less:
+        for name in axis_less:  # in sharding attributes, constraints, regions
+            ir.SymbolTable.replace_all_symbol_uses(name, mesh_name, module.operation)
+    if lazy:
         return None, module
-    out = print_module(module, debug_info=True)
-    for name in axis_less:
-        out = re.sub(rf"@{re.escape(name)}(?![\w$.])", f"@{mesh_name}", out)
-    return out, None if axis_less else module
+    return print_module(module, debug_info=True), module
 
 
 def alias_plan(

@@ -14,6 +14,7 @@ from jax.sharding import AxisType, reshard
 from jax.sharding import PartitionSpec as P
 
 import meshjit
+from meshjit.compiler.ir import print_module
 from meshjit.dialects.sharding import AxisRef, MeshModel, view_axes
 from meshjit.errors import ShardingError
 from meshjit.frontend.trace import attach_shardings, merge_mesh_views, traced_mesh
@@ -35,10 +36,14 @@ def test_one_mesh_under_two_names_is_one_mesh() -> None:
     name, model = found
     assert name == "mesh"
     assert model.size == 8
-    text, _ = attach_shardings(TWO_NAMES, name, model, [None], [None])
+    text, module = attach_shardings(TWO_NAMES, name, model, [None], [None])
     assert "mesh_0" not in text
-    assert text.count('"sdy.mesh"') == 1
-    assert "#sdy.sharding<@mesh, [{}]>" in text
+    assert text.count("sdy.mesh @") == 1
+    assert "sharding_constraint %0 <@mesh, [{}]>" in text
+    # renamed in the module itself, which a compile takes without a parse
+    assert module is not None
+    assert module.operation.verify()
+    assert str(module) == print_module(module)
 
 
 def test_two_different_meshes_are_still_refused() -> None:
