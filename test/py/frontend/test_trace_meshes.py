@@ -14,6 +14,7 @@ from jax.sharding import AxisType, reshard
 from jax.sharding import PartitionSpec as P
 
 import meshjit
+from meshjit.compiler import bridge
 from meshjit.compiler.ir import print_module
 from meshjit.dialects.sharding import AxisRef, MeshModel, view_axes
 from meshjit.errors import ShardingError
@@ -55,9 +56,8 @@ def test_a_compile_makes_no_mlir_context_of_its_own(
     placed): the compile takes jax's module, renamed where it must be, and
     creates no MLIR context besides the one jax lowers in (a context, a print
     and a parse were 3-4 ms of every first call whose arguments are placed)."""
-    from jax._src.interpreters import mlir as jax_mlir
-
     made = []
+    jax_mlir = bridge._jax_mlir  # jax's lowering and meshjit's contexts
     original = jax_mlir.make_ir_context
 
     def counted() -> object:
