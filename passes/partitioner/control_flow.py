@@ -14,7 +14,7 @@ from meshjit.dialects.sharding import TensorSharding
 from meshjit.passes.partitioner.builder import Ty, Val, itemsize
 from meshjit.passes.partitioner.context import PartitionCtx
 from meshjit.passes.partitioner.cost import pieces_sum_seconds, reshard_seconds
-from meshjit.passes.partitioner.layouts import layout_of, unreduced_of
+from meshjit.passes.partitioner.layouts import layout_of, span, unreduced_of
 
 
 def call(node: Node, ctx: PartitionCtx) -> None:
@@ -374,8 +374,14 @@ def manual_computation(node: Node, ctx: PartitionCtx) -> None:
     names = manual_axis_names(node)
     ins = _per_value(node.attrs.get("in_shardings"))
     outs = _per_value(node.attrs.get("out_shardings"))
-    in_lay = [layout_of(t, ctx.mesh) for t in ins]
-    out_lay = [layout_of(t, ctx.mesh) for t in outs]
+    in_lay = [
+        _nested_blocks(layout_of(t, ctx.mesh), ctx.graph.value(v).shape, names, ctx)
+        for t, v in zip(ins, node.operands, strict=True)
+    ]
+    out_lay = [
+        _nested_blocks(layout_of(t, ctx.mesh), ctx.graph.value(v).shape, names, ctx)
+        for t, v in zip(outs, node.results, strict=True)
+    ]
     # Unreduced over manual axes: each device's buffer is its partial sum.
     in_keep = [unreduced_of(t, ctx.mesh) for t in ins]
     out_keep = [unreduced_of(t, ctx.mesh) for t in outs]
@@ -410,6 +416,31 @@ def manual_axis_names(node: Node) -> list[str]:
     """The mesh axes an `sdy.manual_computation` is manual over."""
     manual = node.attrs.get("manual_axes")
     return re.findall(r'"([^"]*)"', manual.text if isinstance(manual, Opaque) else "")
+
+
+def _nested_blocks(
+    layout: Layout,
+    shape: Sequence[int] | None,
+    manual: Sequence[str],
+    ctx: PartitionCtx,
+) -> Layout:
+    """`layout` less the free axes of a dim they do not divide within a
+    manual block. Such a dim's free axes split each manual block on its own
+    (each block padded at its end), which is not the layout the same axes
+    give the whole dim (one padding at the end of the dim: 4 rows over
+    ("i"=4 manual, "j"=2 free) are rows 0,1,2,3 on devices (0,0),(0,1),
+    (1,0),(1,1) across the dim, but row i on device (i,0) block by block).
+    The value crosses the boundary unsplit by them there; the body and the
+    code around it reshard it to what they want."""
+    if shape is None:
+        return layout
+    out: list[DimAxes] = []
+    for n, axes in zip(shape, layout, strict=True):
+        held = tuple(a for a in axes if a.name in manual)
+        free = span([a for a in axes if a.name not in manual], ctx.mesh)
+        local = n // span(held, ctx.mesh)
+        out.append(held if free > 1 and local % free else axes)
+    return tuple(out)
 
 
 def _free(layout: Layout, manual: Sequence[str]) -> Layout:

@@ -93,3 +93,34 @@ func.func private @_where(%arg0: tensor<8x16xi1>, %arg1: tensor<8x16xf32>, %arg2
   %0 = stablehlo.select %arg0, %arg1, %arg2 : tensor<8x16xi1>, tensor<8x16xf32>
   return %0 : tensor<8x16xf32>
 }
+
+// -----
+sdy.mesh @mesh = <["i"=4, "j"=2]>
+// Manual over "i"; the result's free axis "j" does not divide the body's
+// one-row block (jax's partially_sharded_dim_with_auto: a shard_map's result
+// then constrained to P(("i", "j"))). Split by "j" inside each block, the
+// rows are not where "i","j" put them across the dim (there device (i, j)
+// holds row 2i+j), so the body returns its row unsplit by "j" (gathered over
+// the "j" pairs, the padding cut off) and the value is laid out [{"i"}]
+// outside: reaching [{"i", "j"}] gathers it over "i" and cuts row 2i+j.
+// CHECK-LABEL: func.func public @free_axis_not_dividing_a_manual_block
+// CHECK: %[[ROW:.*]] = stablehlo.broadcast_in_dim %{{.*}}, dims = [] : (tensor<f32>) -> tensor<1xf32>
+// CHECK: %[[J:.*]] = "stablehlo.all_gather"(%[[ROW]])
+// CHECK-SAME: replica_groups = dense<{{\[\[}}0, 1], [2, 3], [4, 5], [6, 7]]>
+// CHECK-SAME: (tensor<1xf32>) -> tensor<2xf32>
+// CHECK: %[[MINE:.*]] = stablehlo.slice %[[J]] [0:1]
+// CHECK: %[[I:.*]] = "stablehlo.all_gather"(%[[MINE]])
+// CHECK-SAME: replica_groups = dense<{{\[\[}}0, 2, 4, 6], [1, 3, 5, 7]]>
+// CHECK-SAME: (tensor<1xf32>) -> tensor<4xf32>
+// CHECK: %[[P:.*]] = stablehlo.pad %[[I]], %{{.*}}, low = [0], high = [4]
+// CHECK: stablehlo.dynamic_slice %[[P]], %{{.*}}, sizes = [1]
+func.func public @free_axis_not_dividing_a_manual_block(%arg0: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) -> (tensor<4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"i"}]>}) {
+  %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"i"}]>] out_shardings=[<@mesh, [{"i", "j"}]>] manual_axes={"i"} (%arg1: tensor<2xf32>) {
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %2 = stablehlo.reduce(%arg1 init: %cst) applies stablehlo.add across dimensions = [0] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, []>]>} : (tensor<2xf32>, tensor<f32>) -> tensor<f32>
+    %4 = stablehlo.broadcast_in_dim %2, dims = [] {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"j"}]>]>} : (tensor<f32>) -> tensor<1xf32>
+    sdy.return %4 : tensor<1xf32>
+  } : (tensor<8xf32>) -> tensor<4xf32>
+  %1 = sdy.sharding_constraint %0 <@mesh, [{"i", "j"}]> : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
