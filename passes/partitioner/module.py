@@ -271,8 +271,8 @@ def partition_module_text(
         graph, mesh_name, mesh, layouts, report, HANDLERS, DEFAULT, cost, unreduced
     )
     ctx.placed = _placed_ops(graph, maximal, mesh_name, mesh)
-    _check_divisible(graph, ctx)
     body = main.regions[0][0]
+    _check_divisible(graph, ctx, [(a, ctx.layouts.get(a)) for a in body.args])
     res_info = _dicts(main.attrs.get("res_attrs"))
     arg_info = _dicts(main.attrs.get("arg_attrs"))
     ret = next(
@@ -292,6 +292,13 @@ def partition_module_text(
         else:
             out_layouts.append(replicated(rank))
             out_unreduced.append(())
+    _check_divisible(
+        graph,
+        ctx,
+        list(zip(returned_ids, out_layouts, strict=True)),
+        str(main.attrs.get("sym_name", "main")),
+        ret.loc if ret is not None else None,
+    )
     for vid, lay in zip(returned_ids, out_layouts, strict=True):
         ctx.returned.setdefault(vid, []).append(lay)
     _aim_at_results(graph, ctx, set(body.args), returned_ids, out_layouts)
@@ -556,14 +563,18 @@ def _ways(layout: Layout, mesh: MeshModel) -> int:
     return math.prod(span(axes, mesh) for axes in layout)
 
 
-def _check_divisible(graph: Graph, ctx: PartitionCtx) -> None:
+def _check_divisible(
+    graph: Graph,
+    ctx: PartitionCtx,
+    values: Sequence[tuple[int, Layout | None]],
+    results_of: str = "",
+    loc: SourceLoc | None = None,
+) -> None:
     """An argument or result of the entry function whose sharding does not
     divide its shape is an error (jax's rule for in/out shardings); inside,
-    such a value is split in padded blocks."""
-    entry = _entry_function(graph)
-    interface = set(entry.regions[0][0].args)
-    for vid in interface:
-        layout = ctx.layouts.get(vid)
+    such a value is split in padded blocks. `values`: (value id, layout)
+    pairs, the arguments, or the results of function `results_of`."""
+    for i, (vid, layout) in enumerate(values):
         v = graph.value(vid)
         if layout is None or v.shape is None:
             continue
@@ -571,9 +582,11 @@ def _check_divisible(graph: Graph, ctx: PartitionCtx) -> None:
             ways = span(axes, ctx.mesh)
             if size % ways == 0:
                 continue
+            name = f"result {i} of @{results_of} ({v.type})" if results_of else ""
             raise PartitionFailure(
-                v.loc,
-                f"cannot partition: dim {d} of value {v.type} has size {size}, "
+                loc or v.loc,
+                f"cannot partition: dim {d} of {name or f'value {v.type}'} "
+                f"has size {size}, "
                 f"not divisible by {ways} (axes "
                 f"{', '.join(axis_text(a) for a in axes)})",
             )

@@ -15,6 +15,17 @@ func.func public @uneven_argument(%x: tensor<6xf32> {sdy.sharding = #sdy.shardin
 }
 
 // -----
+sdy.mesh @mesh = <["i"=4, "j"=2]>
+// A result whose sharding does not divide it (jax's rule for out_shardings),
+// named at the return (it was written out as is and failed the verifier on
+// meshjit's own output, a shard_map of the whole body).
+func.func public @uneven_result(%x: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"i", "j"}]>}) -> (tensor<4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"i", "j"}]>}) {
+  %0 = stablehlo.slice %x [0:4] : (tensor<8xf32>) -> tensor<4xf32>
+  // CHECK: partition_errors.mlir:[[# @LINE + 1]]:3: error: cannot partition: dim 0 of result 0 of @uneven_result (tensor<4xf32>) has size 4, not divisible by 8 (axes "i", "j")
+  return %0 : tensor<4xf32>
+}
+
+// -----
 sdy.mesh @mesh = <["x"=4]>
 // CHECK: partition_errors.mlir:[[# @LINE + 4]]:1: error: partition needs a function @main or exactly one public function; found @f, @g
 func.func public @f(%x: tensor<8xf32>) -> tensor<8xf32> {
