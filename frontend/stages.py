@@ -31,7 +31,7 @@ from meshjit.compiler.spmd import Compiled as SpmdCompiled
 from meshjit.compiler.spmd import compile_parsed, load_compiled
 from meshjit.dialects.sharding import MeshModel, TensorSharding, view_axes
 from meshjit.errors import DeletedArgumentError, JitArgumentError, ShardingError
-from meshjit.frontend.args import CallForm, Entry, describe_aval
+from meshjit.frontend.args import CallForm, Entry, describe_aval, is_key_dtype
 from meshjit.frontend.dispatch import Dispatcher
 from meshjit.frontend.resolve import Placement
 from meshjit.frontend.sharding import NamedSharding
@@ -1378,7 +1378,7 @@ class Compiled(_Stage):
             value = bridge.ref_value(ref)
             if value.sharding != target:
                 value = jax.device_put(value, target)
-            keys = not isinstance(value.dtype, np.dtype)  # typed PRNG keys
+            keys = is_key_dtype(value.dtype)
             placed.append(jax.random.key_data(value) if keys else value)
         outs = self._spmd.executable(*placed)
         if refs or ref_args:  # the mutable arrays' new values, written back
@@ -1446,7 +1446,7 @@ def _as_held(value: Any, ref: Any) -> Any:
     """A mutable array's new value as the array holds it: typed PRNG keys
     over the key data the executable returns."""
     dtype = bridge.ref_value(ref).dtype
-    return value if isinstance(dtype, np.dtype) else bridge.wrap_key_data(value, dtype)
+    return bridge.wrap_key_data(value, dtype) if is_key_dtype(dtype) else value
 
 
 def placement_summary(placement: Placement, leaves: Sequence[LeafInfo]) -> str:

@@ -582,12 +582,12 @@ def _check_divisible(
             ways = span(axes, ctx.mesh)
             if size % ways == 0:
                 continue
-            name = f"result {i} of @{results_of} ({v.type})" if results_of else ""
+            what = f"result {i} of @{results_of} ({v.type})"
             raise PartitionFailure(
                 loc or v.loc,
-                f"cannot partition: dim {d} of {name or f'value {v.type}'} "
-                f"has size {size}, "
-                f"not divisible by {ways} (axes "
+                f"cannot partition: dim {d} of "
+                f"{what if results_of else f'value {v.type}'} has "
+                f"size {size}, not divisible by {ways} (axes "
                 f"{', '.join(axis_text(a) for a in axes)})",
             )
 
