@@ -319,7 +319,7 @@ class JitFunction:
             name = form.entries[index].name + jax.tree_util.keystr(path[1:])
             leaf = leaf_info(name, value, self._api, self._name)
             # a mutable array is laid out, and placed, as its value is
-            plain = bridge.ref_value(value) if leaf.ref else value
+            plain = _held(value)
             # As jax: the argument's Auto mesh is in its aval (its axes name
             # nothing in the spec), where nothing else places the program.
             auto = auto_mesh_of(plain) if leaf.sharding is None else None
@@ -329,10 +329,7 @@ class JitFunction:
             flat.append(value._buf if leaf.token else value)  # a token's buffer
         if any(leaf.ref for leaf in leaves):
             check_ref_arguments(flat, leaves, self._api)
-        committed = tuple(
-            _committed(bridge.ref_value(v) if leaf.ref else v)
-            for v, leaf in zip(flat, leaves, strict=True)
-        )
+        committed = tuple(_committed(_held(v)) for v in flat)
         donated = tuple(form.entries[path[0].idx].donated for path, _ in flat_paths)
         mesh = context_mesh()
         trace_key = TraceKey(
@@ -643,6 +640,12 @@ def _shared_cache(fun: Any, options: Hashable, name: str) -> JitCache:
             return found
     except TypeError:  # not weakly referable, or options not hashable
         return JitCache(name)
+
+
+def _held(v: object) -> object:
+    """The value a mutable array holds now; any other leaf (a
+    ShapeDtypeStruct with `is_ref=True` among them) itself."""
+    return bridge.ref_value(v) if isinstance(v, jax.Ref) else v
 
 
 def _committed(v: object) -> Hashable:

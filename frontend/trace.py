@@ -161,6 +161,8 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
             leaf_dtype(x.dtype),
             bool(x.weak_type),
             typed_sharding(x.sharding),
+            # `is_ref=True`: lowering for a mutable array argument
+            ref=bool(getattr(x, "is_ref", False)),
         )
     if bridge.is_token(x):
         return LeafInfo(path, (0,), np.dtype(np.bool_), token=True)

@@ -208,6 +208,7 @@ class _Builder:
         self.callee_args: set[int] = set()
         self.origin_counts: dict[str, int] = {}
         self.use_seen: dict[tuple[int, int], int] = {}
+        self.copies: dict[int, list[int]] = {}  # slot -> its per-use copies
 
     # -- meshes and shardings ---------------------------------------------
 
@@ -379,7 +380,9 @@ class _Builder:
             self.root = func.id
             self.out.root_calls[func.id] = []
             self.root_func(func)
-        for members in self.groups.values():
+        for gid, named in self.groups.items():
+            members = [c for m in named for c in (m, *self.copies.get(m, ()))]
+            self.groups[gid] = members
             if len(members) > 1:
                 self.problem.groups.append(members)
                 self.sync_group(members)
@@ -530,6 +533,12 @@ class _Builder:
                 return dict_sharding(func.attr("arg_attrs"), value.index) is not None
         return False
 
+    def split_uses(self, vid: int) -> int:
+        """Uses of a constant-like value that get their own copy: all but
+        `sdy.sharding_group` ops (which name the value, not read it)."""
+        g = self.g
+        return sum(1 for u in g.users(vid) if g.node(u).op != "sdy.sharding_group")
+
     def uses(self, vid: int) -> int:
         return self.use_count.get(vid, len(self.g.users(vid)))
 
@@ -537,10 +546,13 @@ class _Builder:
         """The slot `user` reads for value `vid` (a private copy for constants)."""
         vid = self.rewired.get((user.id, vid), vid)
         slot = env[vid]
-        if vid in self.constant_like and len(self.g.users(vid)) > 1:
+        if vid in self.constant_like and self.split_uses(vid) > 1:
             copy = self.problem.add_value(
                 self.problem.shapes[slot], self.problem.names[slot]
             )
+            # a copy stays in its original's sharding groups (Shardy's
+            # splitter clones the group ops with each copy)
+            self.copies.setdefault(slot, []).append(copy)
             self.out.all_slots.setdefault(vid, []).append(copy)
             if self.instance_stack:
                 inst = self.out.instances[self.instance_stack[-1]]

@@ -82,3 +82,38 @@ func.func @group_member_with_constraint(%arg0: tensor<16x16xf32>, %arg1: tensor<
   sdy.sharding_group %2 group_id = 32 : tensor<16x16xf32>
   return %1, %2 : tensor<16x16xf32>, tensor<16x16xf32>
 }
+// -----
+sdy.mesh @mesh = <["x"=2, "y"=2]>
+// A constant expression in a group (`shard_alike(x, jnp.arange(16).reshape(8,
+// 2))`): the group op names the value but does not read it, so it gets no
+// copy of its own; the returned value is the grouped one and the result
+// takes the group's sharding (as under Shardy and jax.jit).
+// CHECK-LABEL: func @grouped_constant_expression_returned(
+// CHECK-SAME: -> (tensor<8x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x", ?}, {"y", ?}]>})
+// CHECK: stablehlo.reshape %{{.*}} {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x"}, {"y"}]>]>}
+func.func @grouped_constant_expression_returned(
+    %arg0: tensor<8x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) -> tensor<8x2xi32> {
+  %0 = stablehlo.iota dim = 0 : tensor<16xi32>
+  %1 = stablehlo.reshape %0 : (tensor<16xi32>) -> tensor<8x2xi32>
+  sdy.sharding_group %arg0 group_id=1 : tensor<8x2xi32>
+  sdy.sharding_group %1 group_id=1 : tensor<8x2xi32>
+  return %1 : tensor<8x2xi32>
+}
+// -----
+sdy.mesh @mesh = <["x"=2, "y"=2]>
+// A grouped constant read by two ops: each read gets its own copy, and
+// every copy stays in the group (Shardy's splitter clones the group op with
+// each copy), so both the add and the returned iota are sharded as %arg0.
+// CHECK-LABEL: func @grouped_constant_with_two_uses(
+// CHECK-SAME: %arg1: tensor<8x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x", ?}, {"y", ?}]>}
+// CHECK-SAME: -> (tensor<8x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x", ?}, {"y", ?}]>}, tensor<8x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x", ?}, {"y", ?}]>})
+// CHECK: stablehlo.add %arg1, %{{.*}} {sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"x", ?}, {"y", ?}]>]>}
+func.func @grouped_constant_with_two_uses(
+    %arg0: tensor<8x2xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>},
+    %arg1: tensor<8x2xi32>) -> (tensor<8x2xi32>, tensor<8x2xi32>) {
+  %0 = stablehlo.iota dim = 0 : tensor<8x2xi32>
+  sdy.sharding_group %arg0 group_id=2 : tensor<8x2xi32>
+  sdy.sharding_group %0 group_id=2 : tensor<8x2xi32>
+  %1 = stablehlo.add %arg1, %0 : tensor<8x2xi32>
+  return %1, %0 : tensor<8x2xi32>, tensor<8x2xi32>
+}

@@ -89,6 +89,29 @@ def test_lower_and_compile_take_refs() -> None:
         compiled(jnp.ones(8), jnp.ones(8))
 
 
+def test_lower_takes_a_shape_dtype_struct_marked_is_ref() -> None:
+    """jax's test_sharded_aot_mutable_sds: `ShapeDtypeStruct(...,
+    is_ref=True)` lowers for a mutable array (it was traced as a plain array,
+    and the in-place update refused)."""
+
+    def step(r: Any) -> None:
+        r[...] += 1.0
+        r[0] += 1
+        r[1] += 5
+
+    sds = jax.ShapeDtypeStruct((16,), np.float32, sharding=ROW, is_ref=True)
+    compiled = meshjit.jit(step).lower(sds).compile()
+    ref = jax.new_ref(jax.device_put(jnp.arange(16.0), ROW))
+    compiled(ref)
+    want = np.arange(16.0) + 1
+    want[0] += 1
+    want[1] += 5
+    np.testing.assert_array_equal(ref[...], want)
+    assert ref[...].sharding == ROW
+    with pytest.raises(meshjit.JitArgumentError, match=r"`r`.*mutable array"):
+        compiled(jax.device_put(jnp.arange(16.0), ROW))
+
+
 def test_a_ref_read_only_and_one_written_inside_grad() -> None:
     def step(scale: Any, seen: Any, x: jax.Array) -> jax.Array:
         def loss(x: jax.Array) -> jax.Array:

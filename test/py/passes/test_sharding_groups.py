@@ -46,3 +46,28 @@ def test_shard_alike_members_share_a_sharding(
     want = jax.jit(f, in_shardings=ins)(a, b)
     for g, w in zip(got, want, strict=True):
         assert g.sharding.is_equivalent_to(w.sharding, 2), (g.sharding, w.sharding)
+
+
+@pytest.mark.devices(8)
+@pytest.mark.parametrize("uses", [1, 2])
+def test_shard_alike_with_a_constant_expression(uses: int) -> None:
+    """A constant expression (an iota, reshaped) grouped with a sharded
+    argument takes the argument's sharding, also where it is returned; with
+    two uses each use's copy stays in the group (jax's
+    test_arange_shard_alike_jit: the result came back replicated)."""
+    mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("x", "y"))
+    s = NamedSharding(mesh, P("x", "y"))
+    x = jax.device_put(np.arange(16, dtype=np.int32).reshape(8, 2) * 3, s)
+
+    def f(x, y):  # type: ignore[no-untyped-def]
+        c = jax.numpy.arange(16, dtype=np.int32).reshape(8, 2)
+        _, c = shard_alike(x, c)
+        return (c,) if uses == 1 else (y + c, c * 2)
+
+    y = np.ones((8, 2), np.int32)
+    got = meshjit.jit(f)(x, y)
+    want = jax.jit(f)(x, y)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+        assert w.sharding.is_equivalent_to(s, 2)
+        assert g.sharding.is_equivalent_to(w.sharding, 2), (g.sharding, w.sharding)
