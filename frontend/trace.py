@@ -123,6 +123,16 @@ def leaf_dtype(dtype: Any) -> Any:
     return dtype if is_key_dtype(dtype) else np.dtype(dtype)
 
 
+def abstract_dtype(dtype: Any) -> Any:
+    """The dtype of a ShapeDtypeStruct as jax traces it: canonical (int64 is
+    int32 unless jax_enable_x64 is set), as an array argument's already is.
+    (A ShapedArray's is taken as it is, as jax takes it.)"""
+    dtype = leaf_dtype(dtype)
+    if is_key_dtype(dtype):
+        return dtype
+    return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+
+
 def typed_sharding(sharding: object) -> Any:
     """`sharding` as the sharding in a value's type (explicit sharding mode):
     a jax NamedSharding on a mesh with at least one Explicit axis, else None
@@ -158,7 +168,7 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
         return LeafInfo(
             path,
             tuple(x.shape),
-            leaf_dtype(x.dtype),
+            abstract_dtype(x.dtype),
             bool(x.weak_type),
             typed_sharding(x.sharding),
             # `is_ref=True`: lowering for a mutable array argument

@@ -89,6 +89,23 @@ def test_lower_on_shaped_array() -> None:
     )
 
 
+def test_lower_on_a_64_bit_shape_dtype_struct_is_canonical_as_under_jax() -> None:
+    """Without jax_enable_x64 an int64 ShapeDtypeStruct lowers as int32, and
+    the compiled program takes int64 numpy arrays and int32 arrays alike
+    (jax's layout_test.test_default_layout: meshjit compiled for int32 but
+    expected int64, and refused both)."""
+    assert not jax.config.jax_enable_x64  # type: ignore[attr-defined]
+    abstract = jax.ShapeDtypeStruct((4,), np.int64)
+    outs = []
+    for jit in (jax.jit, meshjit.jit):
+        compiled = jit(lambda x: x * 2).lower(abstract).compile()
+        assert compiled.in_avals[0][0].dtype == np.int32
+        outs.append([compiled(np.arange(4)), compiled(jnp.arange(4))])
+    for ours, theirs in zip(outs[1], outs[0], strict=True):
+        assert ours.dtype == theirs.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
 def test_lowered_on_an_abstract_mesh_compiles_for_a_device_assignment() -> None:
     """Shardings on an AbstractMesh (no devices): lowering needs
     `lowering_platforms` (as in jax), compiling needs `device_assignment`,
