@@ -513,6 +513,29 @@ def fastpath_data(
     )
 
 
+# --- memory layouts ----------------------------------------------------------------
+
+
+def buffer_layout(x: Any) -> Any:
+    """The per-device memory layout (PJRT's) of a jax.Array's buffers."""
+    return x._pjrt_layout
+
+
+def default_layout(x: Any) -> Any:
+    """The layout PJRT gives a buffer of `x`'s per-device shape by default."""
+    device = x.sharding._device_assignment[0]
+    shard = x.sharding.shard_shape(x.shape)
+    return device.client.get_default_layout(x.dtype, shard, device)
+
+
+def relayout(x: Any, layout: Any) -> Any:
+    """`x` copied into `layout` (a PJRT layout: what an executable takes an
+    argument in), its sharding kept."""
+    from jax.experimental.layout import Format, Layout
+
+    return jax.device_put(x, Format(Layout.from_pjrt_layout(layout), x.sharding))
+
+
 # --- typed PRNG keys ---------------------------------------------------------------
 
 

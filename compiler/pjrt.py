@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Mapping, Sequence
@@ -127,6 +128,19 @@ class PartitionedExecutable:
         self._check_lock = threading.Lock()
         self.name = "main"
         self.arguments: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def argument_layouts(self) -> tuple[Any, ...] | None:
+        """The per-device memory layout (PJRT's) the executable takes each
+        argument in, after the ordered-effect tokens; None where PJRT does
+        not say (a program with tokens: each argument is then taken in the
+        default layout of its per-device shape)."""
+        tokens = len(self.effects.ordered) if self.effects is not None else 0
+        try:
+            found = self.executable.get_parameter_layouts()
+        except jax.errors.JaxRuntimeError:
+            return None
+        return tuple(found[tokens:])
 
     @property
     def spans_processes(self) -> bool:

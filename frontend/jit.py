@@ -258,9 +258,7 @@ class JitFunction:
         compiled = self._cache.compiled(
             prepared.compile_key, lambda: self._lower(prepared).compile()
         )
-        moved = compiled.moves_auto(prepared.flat)
-        outs = compiled.run_leaves(prepared.flat)
-        return outs, None if moved else compiled.fastpath_data(outs)
+        return compiled.run_call(prepared.flat)
 
     @_user_errors
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
@@ -642,7 +640,7 @@ def _shared_cache(fun: Any, options: Hashable, name: str) -> JitCache:
         return JitCache(name)
 
 
-def _held(v: object) -> object:
+def _held(v: Any) -> Any:
     """The value a mutable array holds now; any other leaf (a
     ShapeDtypeStruct with `is_ref=True` among them) itself."""
     return bridge.ref_value(v) if isinstance(v, jax.Ref) else v

@@ -1244,10 +1244,16 @@ class Compiled(_Stage):
     def _checked_call(
         self, args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> tuple[Any, Any]:
-        flat = self._checked_leaves(args, kwargs)
+        return self.run_call(self._checked_leaves(args, kwargs))
+
+    def run_call(self, flat: Sequence[Any]) -> tuple[Any, Any]:
+        """Runs on the flat dynamic argument leaves (already checked by the
+        caller): the outputs, and what lets jax's C++ dispatch repeat the
+        call (None where it must not: an argument moved to an AUTO layout
+        or copied into the executable's memory layout)."""
         moved = self.moves_auto(flat)
-        outs = self.run_leaves(flat)
-        return outs, None if moved else self.fastpath_data(outs)
+        outs, relaid = self._run(flat)
+        return outs, None if moved or relaid else self.fastpath_data(outs)
 
     def _checked_leaves(
         self, args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -1347,8 +1353,9 @@ class Compiled(_Stage):
             ],
         )
 
-    def run_leaves(self, flat: Sequence[Any]) -> Any:
-        """Runs on the flat dynamic argument leaves (already checked by the caller)."""
+    def _run(self, flat: Sequence[Any]) -> tuple[Any, bool]:
+        """The outputs, and whether an argument was copied into the
+        executable's memory layout."""
         inputs = self._lowered.inputs
         kept = inputs.traced.kept
         ref_args = inputs.traced.ref_args
@@ -1380,6 +1387,7 @@ class Compiled(_Stage):
                 value = jax.device_put(value, target)
             keys = is_key_dtype(value.dtype)
             placed.append(jax.random.key_data(value) if keys else value)
+        relaid = self._relayout(placed)
         outs = self._spmd.executable(*placed)
         if refs or ref_args:  # the mutable arrays' new values, written back
             n = len(inputs.traced.outputs)
@@ -1410,8 +1418,23 @@ class Compiled(_Stage):
             results: list[Any] = list(outs)
             for i in self._float0:
                 results[i] = np.zeros(results[i].shape, jax.dtypes.float0)
-            return jax.tree_util.tree_unflatten(inputs.traced.out_tree, results)
-        return jax.tree_util.tree_unflatten(inputs.traced.out_tree, outs)
+            return jax.tree_util.tree_unflatten(inputs.traced.out_tree, results), relaid
+        return jax.tree_util.tree_unflatten(inputs.traced.out_tree, outs), relaid
+
+    def _relayout(self, placed: list[Any]) -> bool:
+        """Copies into the executable's layout each argument whose buffers
+        are in another (`jax.device_put(x, Format(Layout(...), s))`, or an
+        output of a program compiled for one): the executable would read its
+        bytes in the wrong order. (jax.jit compiles a program for such an
+        argument's layout instead.) Such calls stay on the Python path."""
+        want = self._spmd.executable.argument_layouts
+        relaid = False
+        for j, x in enumerate(placed):
+            layout = bridge.default_layout(x) if want is None else want[j]
+            if bridge.buffer_layout(x) != layout:
+                placed[j] = bridge.relayout(x, layout)
+                relaid = True
+        return relaid
 
     def _place(self, v: Any, leaf: LeafInfo, target: Any) -> jax.Array:
         api = self._lowered.inputs.api
