@@ -139,6 +139,12 @@ def resolve_argspec(
 ) -> ArgSpec:
     """Checks and completes the static/donate arguments of `jit(...)`."""
     sig = _signature(fun)
+    if sig is None and donate_argnames is not None:
+        raise ShardingError(
+            f"{api}: Getting the signature of function {fun!r} failed, so "
+            "donate_argnames cannot be matched to arguments. Pass donate_argnums "
+            "instead of donate_argnames."
+        )
     s_nums, s_names = _infer(
         sig,
         _ints(static_argnums),
@@ -188,12 +194,15 @@ def _check_names(
     sig: inspect.Signature, api: str, what: str, names: tuple[str, ...]
 ) -> None:
     params = sig.parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
+    # never passed by that name: positional-only parameters and *args (a
+    # keyword named as **kwargs is, into **kwargs)
+    unnamed = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL)
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     bad = sorted(
         n
         for n in names
-        if n not in params or params[n].kind is inspect.Parameter.POSITIONAL_ONLY
+        if (n not in params and not takes_any)
+        or (n in params and params[n].kind in unnamed)
     )
     if bad:
         raise ShardingError(

@@ -25,6 +25,7 @@ jax would order differently from the signature (`f(w, b)` called as
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -46,10 +47,43 @@ _is_deleted = _ARRAY.is_deleted
 _leaves = jax.tree_util.tree_leaves
 
 
+def _weak_callable(fn: SlowCall) -> SlowCall:
+    """`fn` without a strong reference to the object of a bound method."""
+    if not hasattr(fn, "__self__"):
+        return fn
+    ref = weakref.WeakMethod(fn)
+
+    def call(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
+        found = ref()
+        if found is None:
+            raise ReferenceError("the jitted function is gone")
+        return found(args, kwargs)
+
+    return call
+
+
+def _cache_miss(owner: weakref.ref[Dispatcher]) -> Callable[..., tuple[Any, Any, bool]]:
+    """The C++ dispatcher's callback for a call it has not cached."""
+
+    def cache_miss(*args: Any, **kwargs: Any) -> tuple[Any, Any, bool]:
+        dispatcher = owner()
+        if dispatcher is None:
+            raise ReferenceError("the jitted function is gone")
+        dispatcher.slow_calls += 1
+        try:
+            outs, data = dispatcher._slow(args, kwargs)
+        except BaseException as err:
+            _RAISED.error = err
+            raise
+        return outs, data, False
+
+    return cache_miss
+
+
 class Dispatcher:
     """One C++ dispatcher and the Python call path behind it."""
 
-    __slots__ = ("_cpp", "_donates", "_slow", "calls", "slow_calls")
+    __slots__ = ("__weakref__", "_cpp", "_donates", "_slow", "calls", "slow_calls")
 
     def __init__(
         self,
@@ -59,22 +93,18 @@ class Dispatcher:
         static_argnames: tuple[str, ...] = (),
         donates: bool = False,
     ) -> None:
-        self._slow = slow
+        # Weak: the jitted function owns its dispatcher, and the C++
+        # dispatcher holds the cache-miss callback; strong references back
+        # would make cycles, which keep a function's closed-over arrays (and
+        # their device memory) alive after the last reference to the jitted
+        # function goes, until Python's cycle collector runs.
+        self._slow = _weak_callable(slow)
         self._donates = donates
         self._cpp = bridge.cpp_dispatcher(
-            name, self._cache_miss, static_argnums, static_argnames
+            name, _cache_miss(weakref.ref(self)), static_argnums, static_argnames
         )
         self.calls = 0
         self.slow_calls = 0
-
-    def _cache_miss(self, *args: Any, **kwargs: Any) -> tuple[Any, Any, bool]:
-        self.slow_calls += 1
-        try:
-            outs, data = self._slow(args, kwargs)
-        except BaseException as err:
-            _RAISED.error = err
-            raise
-        return outs, data, False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # pytest: show the user's frames

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 import threading
 import types
@@ -213,11 +214,18 @@ class JitFunction:
             f"{api}({self._name})",
         )
         self._dispatchers: dict[Mesh | None, Dispatcher] = {}
-        # Name, docstring and __wrapped__ only: merging `fun.__dict__` would
-        # copy another JitFunction's state into this one when `fun` wraps one
-        # (jax.grad(meshjit.jit(f)) is functools.wraps'd over it) and make
-        # this one compile `f` instead of `fun`.
+        # the jax.jit a call inside another trace becomes, per context mesh
+        # (one wrapper, so jax's trace cache traces it once per signature)
+        self._nested_jits: dict[Mesh | None, Any] = {}
+        # Name, docstring, __wrapped__ and the function's own public
+        # attributes (`f.some_value`, as jax.jit's wrapper has them): merging
+        # all of `fun.__dict__` would copy another JitFunction's state into
+        # this one when `fun` wraps one (jax.grad(meshjit.jit(f)) is
+        # functools.wraps'd over it) and make this one compile `f`.
         functools.update_wrapper(self, fun, updated=())
+        for key, value in getattr(fun, "__dict__", {}).items():
+            if not key.startswith("_") and not hasattr(self, key):
+                self.__dict__[key] = value
 
     # -- public API ------------------------------------------------------------------
 
@@ -539,27 +547,39 @@ class JitFunction:
 
         if self._inline:
             return body(*args, **kwargs)
+        # one nested jit per context mesh (which bare PartitionSpecs in
+        # out_shardings name): a new wrapper per call would be traced again
+        # at every call inside the outer trace (a layer called 10 times, 10
+        # traces; jax.jit traces it once)
+        mesh = context_mesh()
+        nested = self._nested_jits.get(mesh)
+        if nested is not None:
+            return nested(*args, **kwargs)
         as_jax = _jax_out_shardings(out_shardings)
         if as_jax is not None:
             # A nested jit as jax makes one: out_shardings are its own (one
             # jit equation whose body is the function's, as jax.vmap and
             # make_jaxpr show it).
-            return jax.jit(
+            nested = jax.jit(
                 fun,
                 static_argnums=self._argspec.static_argnums,
                 static_argnames=self._argspec.static_argnames,
                 donate_argnums=self._argspec.donate_argnums,
                 donate_argnames=self._argspec.donate_argnames,
                 out_shardings=as_jax,
-            )(*args, **kwargs)
-        # Donation stays part of the nested jit (a jaxpr run eagerly, e.g.
-        # core.jaxpr_as_fun(make_jaxpr(f)), donates as f would).
-        nested = jax.jit(
-            body,
-            static_argnums=self._argspec.static_argnums,
-            static_argnames=self._argspec.static_argnames,
-            donate_argnums=self._argspec.donate_argnums,
-        )
+            )
+        else:
+            # Donation stays part of the nested jit (a jaxpr run eagerly, e.g.
+            # core.jaxpr_as_fun(make_jaxpr(f)), donates as f would). The
+            # wrapper carries the function's name and source (jax's debug
+            # info and saved_residuals name it).
+            nested = jax.jit(
+                functools.wraps(fun)(body),
+                static_argnums=self._argspec.static_argnums,
+                static_argnames=self._argspec.static_argnames,
+                donate_argnums=self._argspec.donate_argnums,
+            )
+        nested = self._nested_jits.setdefault(mesh, nested)
         return nested(*args, **kwargs)
 
 
@@ -710,8 +730,18 @@ def _check_jit_options(
     backend: str | None,
     abstracted_axes: object,
 ) -> Any:
+    if isinstance(fun, staticmethod):  # callable, but not as jit takes it
+        raise TypeError(
+            f"{api}: staticmethod arguments are not supported; apply {api} to the "
+            "function, then staticmethod: @staticmethod above @jit"
+        )
     if not callable(fun):
-        raise TypeError(f"{api}: expected a callable value, got {fun!r}")
+        raise TypeError(f"{api}: Expected a callable value, got {fun!r}")
+    if inspect.isgeneratorfunction(fun):
+        raise TypeError(
+            f"{api}: Expected a function, got a generator function: {fun!r}; a "
+            "traced function returns arrays (collect what it yields)"
+        )
     if abstracted_axes is not None:
         raise NotImplementedError(
             f"{api}(abstracted_axes=...) is not implemented: meshjit compiles for "

@@ -684,7 +684,7 @@ class Lowered(_Stage):
     def _warn_unusable(self, stacklevel: int) -> None:
         if self._unusable:
             warnings.warn(
-                f"{self._inputs.api}: some donated buffers were not usable: "
+                f"{self._inputs.api}: Some donated buffers were not usable: "
                 + ", ".join(self._unusable),
                 UserWarning,
                 stacklevel=stacklevel + 1,
@@ -1357,6 +1357,12 @@ class Compiled(_Stage):
         """The outputs, and whether an argument was copied into the
         executable's memory layout."""
         inputs = self._lowered.inputs
+        if jax.config.jax_no_execution:  # type: ignore[attr-defined]
+            raise RuntimeError(
+                f"{inputs.api}: meshjit tried to execute function "
+                f"{inputs.fun_name}, but the no_execution config option is set "
+                "(jax.no_execution())"
+            )
         kept = inputs.traced.kept
         ref_args = inputs.traced.ref_args
         if ref_args:
@@ -1375,7 +1381,7 @@ class Compiled(_Stage):
             v = flat[k]
             other = donated_ids.get(id(v))
             if other is not None and other != inputs.leaves[k].path:
-                raise ShardingError(
+                raise DeletedArgumentError(
                     f"{inputs.api}: the same array is passed as the donated argument "
                     f"`{other}` and as `{inputs.leaves[k].path}`; a donated buffer "
                     "can be used once per call: pass a copy"

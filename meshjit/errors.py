@@ -32,7 +32,8 @@ class MissingMeshError(ShardingError, RuntimeError):
 
 class DeletedArgumentError(ShardingError, RuntimeError):
     """An argument whose buffer is gone (donated to an earlier call, or
-    deleted); a RuntimeError as jax's, and a ShardingError."""
+    deleted) or would be (donated and passed again in the same call); a
+    RuntimeError as jax's, and a ShardingError."""
 
 
 class PipelineError(MeshjitError, ValueError):

@@ -309,3 +309,44 @@ def test_kept_keyword_arguments_out_of_jax_order_stay_on_the_python_path() -> No
     for i in range(3):
         np.testing.assert_allclose(h(w, bias, X * i), (X * i) @ w + bias, rtol=1e-6)
     assert h.cache_info().fast == 2
+
+
+@pytest.mark.parametrize("stage", ["jit", "compiled"])
+def test_dropping_the_jitted_function_frees_its_closed_over_arrays(stage: str) -> None:
+    """jax's test_jit_reference_dropping: no reference cycle keeps a jitted
+    function (and the arrays it closes over, their device memory) alive once
+    the caller drops it; freed at once, not at the next cycle collection."""
+    import gc
+    import weakref
+
+    x = jnp.ones(10)
+    f = (lambda x: lambda: x * 2)(x)
+    g = meshjit.jit(f) if stage == "jit" else meshjit.jit(f).lower().compile()
+    ref = weakref.ref(x)
+    del x
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        g()
+        g()
+        del f
+        assert ref() is not None
+        np.testing.assert_array_equal(np.asarray(g()), np.full(10, 2.0))
+        del g
+        assert ref() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_no_execution_refuses_to_run_as_jax_does() -> None:
+    """jax.no_execution() (part of jax's dispatch key): a call under it is
+    refused, before and after the fast path has the function cached."""
+    f = meshjit.jit(lambda: jnp.ones(3))
+    np.testing.assert_array_equal(f(), np.ones(3))
+    np.testing.assert_array_equal(f(), np.ones(3))
+    with pytest.raises(RuntimeError, match="no_execution"), jax.no_execution():
+        f()
+    with pytest.raises(RuntimeError, match="no_execution"), jax.no_execution():
+        meshjit.jit(lambda: jnp.zeros(3))()
+    np.testing.assert_array_equal(f(), np.ones(3))

@@ -507,6 +507,13 @@ def test_jit_of_a_transformed_jit_compiles_the_transformed_function() -> None:
     wrapped = meshjit.jit(cube_sum)
     assert wrapped.__wrapped__ is cube_sum
     assert wrapped.__name__ == "cube_sum"
+    # the function's own public attributes, as jax.jit's wrapper has them
+    # (test_jit_wrapped_attributes), never over the wrapper's methods
+    cube_sum.some_value = 4  # type: ignore[attr-defined]
+    cube_sum.lower = "not the method"  # type: ignore[attr-defined]
+    again = meshjit.jit(cube_sum)
+    assert again.some_value == 4  # type: ignore[attr-defined]
+    assert callable(again.lower)
 
 
 def test_constraint_on_an_abstract_mesh() -> None:

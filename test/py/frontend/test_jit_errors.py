@@ -142,6 +142,8 @@ def test_same_buffer_donated_and_passed_again_in_one_call() -> None:
     a = jax.device_put(jnp.ones(8), DEVICES[0])
     with pytest.raises(ShardingError, match=r"donated argument `a` and as `b`"):
         f(a, a)
+    with pytest.raises(RuntimeError):  # the class jax raises (test_double_donation)
+        f(a, a)
 
 
 @pytest.mark.devices(8)
@@ -216,8 +218,44 @@ def test_device_with_shardings_or_backend() -> None:
 
 
 def test_non_callable() -> None:
-    with pytest.raises(TypeError, match="expected a callable value, got 3"):
+    with pytest.raises(TypeError, match="Expected a callable value, got 3"):
         meshjit.jit(3)  # type: ignore[call-overload]
+
+
+def test_what_jax_refuses_when_jit_is_applied() -> None:
+    """As jax.jit (api_test's test_jit_of_generator,
+    test_staticmethod_is_not_supported, test_jit_argnames_validation,
+    test_donate_argnames_signature_fail): refused at jit(...), not at a call."""
+
+    def gen(x: Any) -> Any:
+        yield x
+
+    with pytest.raises(TypeError, match="Expected a function, got a generator"):
+        meshjit.jit(gen)
+    with pytest.raises(TypeError, match="staticmethod arguments are not supported"):
+        meshjit.jit(staticmethod(two))  # type: ignore[call-overload]
+
+    def h(a: Any, /, b: Any, c: Any, *args: Any, **kwargs: Any) -> None: ...
+
+    for names in [("b", "c"), ("b", "c", "not_defined"), ("kwargs",)]:
+        meshjit.jit(h, static_argnames=names)  # **kwargs takes any other name
+        meshjit.jit(h, donate_argnames=names)
+    for names in [("a", "c"), ("args", "c")]:  # positional-only, *args
+        with pytest.raises(ShardingError, match=f"names \\['{names[0]}'\\]"):
+            meshjit.jit(h, static_argnames=names)
+        with pytest.raises(ValueError, match=f"names \\['{names[0]}'\\]"):
+            meshjit.jit(h, donate_argnames=names)
+
+    class NoSignature:
+        @property
+        def __signature__(self) -> Any:
+            raise TypeError("no signature")
+
+        def __call__(self, *args: Any) -> None:
+            return None
+
+    with pytest.raises(ValueError, match="Pass donate_argnums instead"):
+        meshjit.jit(NoSignature(), donate_argnames="a")
 
 
 def test_pjit_errors_say_pjit() -> None:

@@ -206,3 +206,40 @@ def test_float0_results_are_numpy_float0_arrays_as_under_jax_jit() -> None:
         assert got[1].dtype == jax.dtypes.float0 == want[1].dtype
         assert got[1].shape == (8,)
         np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+
+
+def test_a_jitted_function_called_in_another_trace_is_traced_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """jax's test_inner_jit_function_retracing: a jitted layer called ten
+    times inside another jitted function is traced once (it was traced at
+    every call), and the residuals jax's saved_residuals lists name it."""
+    counts = {"inner": 0, "outer": 0}
+
+    @meshjit.jit
+    def inner(state: Any) -> Any:
+        counts["inner"] += 1
+        return 2 * state
+
+    @meshjit.jit
+    def outer(x: Any) -> Any:
+        counts["outer"] += 1
+        old = x
+        for _ in range(10):
+            x = inner(x)
+        return x + old
+
+    state = jnp.arange(5, dtype=jnp.uint32)
+    np.testing.assert_array_equal(outer(state), np.arange(5) * 1025)
+    np.testing.assert_array_equal(outer(state), np.arange(5) * 1025)
+    assert counts == {"inner": 1, "outer": 1}
+
+    @meshjit.jit
+    def f(x: Any) -> Any:
+        return jnp.sin(x) * x
+
+    capsys.readouterr()
+    from jax.ad_checkpoint import print_saved_residuals
+
+    print_saved_residuals(lambda x: f(x) * 2, 3.0)
+    assert "output of jitted function 'f'" in capsys.readouterr().out
