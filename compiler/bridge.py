@@ -528,6 +528,54 @@ def default_layout(x: Any) -> Any:
     return device.client.get_default_layout(x.dtype, shard, device)
 
 
+def is_format(x: object) -> bool:
+    """Whether `x` is a `jax.experimental.layout.Format` (a layout and a
+    sharding, what jit's in/out_shardings also take)."""
+    from jax.experimental.layout import Format
+
+    return isinstance(x, Format)
+
+
+def is_layout(x: object) -> bool:
+    """Whether `x` is a memory layout alone (a `Layout`, or `Layout.AUTO`)."""
+    from jax.experimental.layout import Layout
+
+    return isinstance(x, Layout) or is_auto_layout(x)
+
+
+def is_auto_layout(layout: object) -> bool:
+    """Whether `layout` is `Layout.AUTO` (the compiler chooses)."""
+    from jax.experimental.layout import Layout
+
+    return layout is Layout.AUTO
+
+
+def layout_mode(layout: Any, dtype: Any) -> str | None:
+    """`layout` (None, Layout.AUTO or a Layout) as the `mhlo.layout_mode`
+    of an argument or result of @main, as jax's lowering writes it ("auto",
+    or XLA's minor-to-major text such as "{0,1}"); None: the default."""
+    if layout is None:
+        return None
+    if is_auto_layout(layout):
+        return "auto"
+    return str(layout._to_xla_layout(dtype))
+
+
+def make_format(layout: Any, sharding: Any) -> Any:
+    """jax's `Format(layout, sharding)`."""
+    from jax.experimental.layout import Format
+
+    return Format(layout, sharding)
+
+
+def jax_layout(layout: Any) -> Any:
+    """A PJRT layout (an executable's parameter or output layout) as jax's
+    `Layout`."""
+    from jax.experimental.layout import Layout
+
+    return Layout.from_pjrt_layout(layout)
+
+
 def relayout(x: Any, layout: Any) -> Any:
     """`x` copied into `layout` (a PJRT layout: what an executable takes an
     argument in), its sharding kept."""

@@ -142,6 +142,17 @@ class PartitionedExecutable:
             return None
         return tuple(found[tokens:])
 
+    @functools.cached_property
+    def result_layouts(self) -> tuple[Any, ...] | None:
+        """The per-device memory layout (PJRT's) of each result, after the
+        ordered-effect tokens; None where PJRT does not say."""
+        tokens = len(self.effects.ordered) if self.effects is not None else 0
+        try:
+            found = self.executable.get_output_layouts()
+        except jax.errors.JaxRuntimeError:
+            return None
+        return tuple(found[tokens:])
+
     @property
     def spans_processes(self) -> bool:
         """Whether its devices belong to more than one process."""

@@ -19,6 +19,7 @@ from typing import Any
 import jax
 from jax.tree_util import PyTreeDef
 
+from meshjit.compiler import bridge
 from meshjit.errors import JitArgumentError, ShardingError
 from meshjit.frontend.sharding import AUTO, PartitionSpec, Sharding
 
@@ -41,17 +42,32 @@ UNSPECIFIED = _Unspecified()
 
 
 def is_spec_leaf(x: object) -> bool:
-    """A leaf of an in/out_shardings tree: a Sharding, a PartitionSpec, AUTO
-    or None."""
-    return x is None or isinstance(
-        x,
-        Sharding
-        | PartitionSpec
-        | AUTO
-        | jax.sharding.Sharding
-        | jax.sharding.PartitionSpec
-        | _Unspecified,
+    """A leaf of an in/out_shardings tree: a Sharding, a PartitionSpec, AUTO,
+    None, or a `Format` (a memory layout and a sharding)."""
+    return (
+        x is None
+        or isinstance(
+            x,
+            Sharding
+            | PartitionSpec
+            | AUTO
+            | jax.sharding.Sharding
+            | jax.sharding.PartitionSpec
+            | _Unspecified,
+        )
+        or bridge.is_format(x)
     )
+
+
+def split_format(leaf: object) -> tuple[object, Any]:
+    """An in/out_shardings leaf as (its sharding, its memory layout): a
+    `Format`'s parts (no sharding: unspecified), any other leaf with no
+    layout."""
+    if bridge.is_format(leaf):
+        sharding = leaf.sharding  # type: ignore[attr-defined]
+        layout = leaf.layout  # type: ignore[attr-defined]
+        return (UNSPECIFIED if sharding is None else sharding), layout
+    return leaf, None
 
 
 # ----------------------------------------------------------------------------

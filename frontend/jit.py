@@ -41,6 +41,7 @@ from meshjit.frontend.args import (
     broadcast_prefix,
     is_spec_leaf,
     resolve_argspec,
+    split_format,
 )
 from meshjit.frontend.cache import CacheInfo, CompileKey, JitCache, TraceKey
 from meshjit.frontend.dispatch import Dispatcher
@@ -468,13 +469,20 @@ class JitFunction:
 
     def _inputs(self, prepared: _Prepared) -> LoweringInputs:
         traced = self._traced(prepared)
-        in_specs = self._in_specs(prepared)
-        out_specs = broadcast_prefix(
-            self._out_shardings,
-            traced.out_info,
-            "result",
-            f"{self._api} out_shardings",
+        # `Format` leaves: a memory layout beside the sharding
+        in_specs, in_layouts = _split_formats(self._in_specs(prepared))
+        out_specs, out_layouts = _split_formats(
+            broadcast_prefix(
+                self._out_shardings,
+                traced.out_info,
+                "result",
+                f"{self._api} out_shardings",
+            )
         )
+        if in_layouts:
+            _check_layouts(self._api, "in_shardings", in_layouts, prepared.leaves)
+        if out_layouts:
+            _check_layouts(self._api, "out_shardings", out_layouts, traced.outputs)
         found = traced_mesh(traced.source.meshes)
         request = _resolve.Request(
             api=self._api,
@@ -501,6 +509,8 @@ class JitFunction:
             placement=placement,
             mesh_name="mesh" if found is None else found[0],
             compiler_options=self._compiler_options,
+            in_layouts=in_layouts,
+            out_layouts=out_layouts,
         )
 
     def _lower(self, prepared: _Prepared) -> Lowered:
@@ -532,9 +542,10 @@ class JitFunction:
                 "outer mesh"
             )
 
-        # Inside another trace an AUTO output is left to the outer search.
+        # Inside another trace an AUTO output is left to the outer search,
+        # and memory layouts (Format leaves) to the outer program.
         out_shardings = jax.tree_util.tree_map(
-            lambda s: None if isinstance(s, AUTO) else s,
+            lambda s: None if isinstance(s, AUTO) else _sharding_of(s),
             out_shardings,
             is_leaf=is_spec_leaf,
         )
@@ -581,6 +592,36 @@ class JitFunction:
             )
         nested = self._nested_jits.setdefault(mesh, nested)
         return nested(*args, **kwargs)
+
+
+def _sharding_of(leaf: object) -> object:
+    """An in/out_shardings leaf without its memory layout (a Format's
+    sharding; no sharding: None)."""
+    sharding, _ = split_format(leaf)
+    return None if sharding is UNSPECIFIED and leaf is not UNSPECIFIED else sharding
+
+
+def _check_layouts(
+    api: str, what: str, layouts: Sequence[Any], leaves: Sequence[LeafInfo]
+) -> None:
+    """A concrete layout has one entry per dim of the value it lays out."""
+    for layout, leaf in zip(layouts, leaves, strict=True):
+        if layout is None or bridge.is_auto_layout(layout):
+            continue
+        order = tuple(layout.major_to_minor)
+        if len(order) != len(leaf.shape):
+            raise ShardingError(
+                f"{api} {what} for `{leaf.path}` ({leaf.describe()}): Length of "
+                "major_to_minor and the rank of the value should match: "
+                f"major_to_minor={order} lays out {len(order)} dims"
+            )
+
+
+def _split_formats(specs: Sequence[object]) -> tuple[list[object], tuple[Any, ...]]:
+    """Per-leaf specs as (shardings, memory layouts); no layouts at all: ()."""
+    parts = [split_format(s) for s in specs]
+    layouts = tuple(layout for _, layout in parts)
+    return [s for s, _ in parts], layouts if any(x is not None for x in layouts) else ()
 
 
 def _jax_out_shardings(tree: object) -> object | None:
@@ -701,6 +742,7 @@ def _refuse_unconstrained(api: str, name: str, value: object) -> None:
     if value is UNSPECIFIED or value is None:
         return
     for leaf in jax.tree_util.tree_leaves(value, is_leaf=is_spec_leaf):
+        leaf = _sharding_of(leaf)
         spec = (
             leaf
             if isinstance(leaf, (PartitionSpec, jax.sharding.PartitionSpec))
@@ -757,6 +799,15 @@ def _check_jit_options(
         ("in_shardings", in_shardings),
         ("out_shardings", out_shardings),
     ):
+        if any(
+            bridge.is_layout(leaf)
+            for leaf in jax.tree_util.tree_leaves(value, is_leaf=is_spec_leaf)
+        ):
+            raise ShardingError(
+                f"{api} {name}: `jax.jit` does not accept device-local layouts "
+                "directly; pass Format(layout, sharding) (jax.experimental.layout), "
+                "or Format(layout) to leave the sharding unspecified"
+            )
         _refuse_unconstrained(api, name, value)
     if device is None and backend is None:
         return None
@@ -1049,6 +1100,18 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
         out = []
         for (path, value), spec in zip(flat, specs, strict=True):
             name = "x" + jax.tree_util.keystr(path)
+            spec, layout = split_format(spec)
+            if layout is not None:
+                raise ShardingError(
+                    f"with_sharding_constraint for `{name}`: a memory layout "
+                    f"({spec if spec is not UNSPECIFIED else 'no sharding'} "
+                    f"with {layout}) is not supported by meshjit inside a "
+                    "function; give the sharding alone, or ask for the layout "
+                    "of a result with jit's out_shardings=Format(layout, sharding)"
+                )
+            if spec is UNSPECIFIED:
+                out.append(value)
+                continue
             spec = _on_renamed_mesh(spec, value)
             if _on_abstract_mesh(spec):
                 out.append(_abstract_constraint(value, spec, name))

@@ -86,6 +86,10 @@ class LoweringInputs:
     placement: Placement
     mesh_name: str
     compiler_options: Mapping[str, Any] | None
+    # memory layouts asked for (`Format` leaves of in/out_shardings): per
+    # argument leaf and per output, None, Layout.AUTO or a Layout; () none
+    in_layouts: tuple[Any, ...] = ()
+    out_layouts: tuple[Any, ...] = ()
 
 
 class _Stage:
@@ -368,6 +372,19 @@ class Lowered(_Stage):
         # Ordered effects' tokens lead @main's arguments and results.
         tokens: list[TensorSharding | None] = [None] * _tokens(inputs)
         args, results = tokens + args, tokens + results
+        # memory layouts asked for, as `mhlo.layout_mode` (XLA honours it)
+        modes: tuple[list[str | None], list[str | None]] | None = None
+        if inputs.in_layouts or inputs.out_layouts:
+            modes = ([None] * len(args), [None] * len(results))
+            n = len(tokens)
+            for j, k in enumerate(kept):
+                if inputs.in_layouts and not inputs.leaves[k].key_shape:
+                    modes[0][n + j] = bridge.layout_mode(
+                        inputs.in_layouts[k], inputs.leaves[k].dtype
+                    )
+            for i, o in enumerate(inputs.traced.outputs):
+                if inputs.out_layouts and not o.key_shape:
+                    modes[1][n + i] = bridge.layout_mode(inputs.out_layouts[i], o.dtype)
         model = p.mesh.to_model()
         # a copy of jax's module, unless views of the mesh need respelling
         # on the text
@@ -380,6 +397,7 @@ class Lowered(_Stage):
             args,
             results,
             lazy=True,
+            layout_modes=modes,
         )
         self._texts: dict[str, str] = {}
         # Texts printed without locations (a compile's partitioned module):
@@ -583,6 +601,8 @@ class Lowered(_Stage):
             )
 
         aliases, unusable = match_donations(inputs, same_layout, same_block_size)
+        if inputs.in_layouts or inputs.out_layouts:
+            _check_donated_layouts(inputs, aliases)
         self._aliases = aliases
         # jax hands XLA every donation when propagation decides an output's
         # layout (no out_shardings) on several devices, and says nothing of
@@ -1186,6 +1206,43 @@ class Compiled(_Stage):
         return pos, kw
 
     @property
+    def input_formats(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """(positional, keyword) argument `Format`s (memory layout and
+        sharding) as pytrees, as the executable takes them."""
+        inputs = self._lowered.inputs
+        taken = self._spmd.executable.argument_layouts
+        layouts: list[Any] = [None] * len(inputs.leaves)
+        for j, k in enumerate(inputs.traced.kept):
+            if taken is not None and not inputs.leaves[k].key_shape:
+                layouts[k] = bridge.jax_layout(taken[j])
+        pos, kw = self.input_shardings
+        shardings = jax.tree_util.tree_leaves((pos, kw))
+        formats = [
+            bridge.make_format(layout, s)
+            for layout, s in zip(layouts, shardings, strict=True)
+        ]
+        return jax.tree_util.tree_unflatten(  # type: ignore[no-any-return]
+            jax.tree_util.tree_structure((pos, kw)), formats
+        )
+
+    @property
+    def output_formats(self) -> Any:
+        """The outputs' `Format`s (memory layout and sharding) as a pytree."""
+        traced = self._lowered.inputs.traced
+        n = len(traced.outputs)
+        made = self._spmd.executable.result_layouts
+        formats = [
+            bridge.make_format(
+                None
+                if made is None or traced.outputs[i].key_shape
+                else bridge.jax_layout(made[i]),
+                self._jax_out(s),
+            )
+            for i, s in enumerate(self._spmd.executable.out_shardings[:n])
+        ]
+        return jax.tree_util.tree_unflatten(traced.out_tree, formats)
+
+    @property
     def output_shardings(self) -> Any:
         """The outputs' shardings as propagated (or as out_shardings asked)."""
         n = len(self._lowered.inputs.traced.outputs)
@@ -1393,7 +1450,7 @@ class Compiled(_Stage):
                 value = jax.device_put(value, target)
             keys = is_key_dtype(value.dtype)
             placed.append(jax.random.key_data(value) if keys else value)
-        relaid = self._relayout(placed)
+        relaid = self._relayout(placed, flat)
         outs = self._spmd.executable(*placed)
         if refs or ref_args:  # the mutable arrays' new values, written back
             n = len(inputs.traced.outputs)
@@ -1427,19 +1484,41 @@ class Compiled(_Stage):
             return jax.tree_util.tree_unflatten(inputs.traced.out_tree, results), relaid
         return jax.tree_util.tree_unflatten(inputs.traced.out_tree, outs), relaid
 
-    def _relayout(self, placed: list[Any]) -> bool:
+    def _relayout(self, placed: list[Any], flat: Sequence[Any]) -> bool:
         """Copies into the executable's layout each argument whose buffers
         are in another (`jax.device_put(x, Format(Layout(...), s))`, or an
         output of a program compiled for one): the executable would read its
         bytes in the wrong order. (jax.jit compiles a program for such an
-        argument's layout instead.) Such calls stay on the Python path."""
+        argument's layout instead.) Such calls stay on the Python path. As
+        jax: a committed array whose layout is not the one jit was given
+        (in_shardings=Format(Layout(...), s)) is refused."""
+        inputs = self._lowered.inputs
         want = self._spmd.executable.argument_layouts
+        kept = inputs.traced.kept
         relaid = False
         for j, x in enumerate(placed):
             layout = bridge.default_layout(x) if want is None else want[j]
-            if bridge.buffer_layout(x) != layout:
-                placed[j] = bridge.relayout(x, layout)
-                relaid = True
+            if bridge.buffer_layout(x) == layout:
+                continue
+            if j < len(kept) and inputs.in_layouts:
+                k = kept[j]
+                given = inputs.in_layouts[k]
+                v = flat[k]
+                if (
+                    given is not None
+                    and not bridge.is_auto_layout(given)
+                    and isinstance(v, jax.Array)
+                    and v.committed
+                ):
+                    raise ShardingError(
+                        f"{inputs.api}: Layout passed to jit does not match the "
+                        f"layout on the respective arg `{inputs.leaves[k].path}` "
+                        f"({inputs.leaves[k].describe()}). Got jit layout: "
+                        f"{given}, arg layout: {bridge.jax_layout(bridge.buffer_layout(v))}; "
+                        "jax.device_put(x, Format(layout, sharding)) it first"
+                    )
+            placed[j] = bridge.relayout(x, layout)
+            relaid = True
         return relaid
 
     def _place(self, v: Any, leaf: LeafInfo, target: Any) -> jax.Array:
@@ -1463,6 +1542,26 @@ class Compiled(_Stage):
             )
         placed: jax.Array = jax.device_put(np.asarray(v, dtype=leaf.dtype), target)
         return placed
+
+
+def _check_donated_layouts(inputs: LoweringInputs, aliases: Mapping[int, int]) -> None:
+    """As jax: a donated argument's buffer is reused for a result only where
+    both layouts are chosen by XLA (Layout.AUTO) or neither is."""
+    for j, r in aliases.items():
+        k = inputs.traced.kept[j]
+        given = inputs.in_layouts[k] if inputs.in_layouts else None
+        made = inputs.out_layouts[r] if inputs.out_layouts else None
+        if bridge.is_auto_layout(given) == bridge.is_auto_layout(made):
+            continue
+        other = "output" if bridge.is_auto_layout(given) else "input"
+        raise ShardingError(
+            f"{inputs.api}: the donated argument `{inputs.leaves[k].path}` has "
+            f"layout {given or 'default'} and the result it would be reused for "
+            f"(`{inputs.traced.outputs[r].path}`) has layout {made or 'default'}. "
+            "Did you mean "
+            f"to set the **{other} layout** to **Layout.AUTO**? Then XLA chooses "
+            "both layouts (a buffer is reused only where they are the same)"
+        )
 
 
 def _physical_ndim(ref: Any) -> int:

@@ -751,6 +751,7 @@ def attach_shardings(
     context: ir.Context | None = None,
     *,
     lazy: bool = False,
+    layout_modes: tuple[Sequence[str | None], Sequence[str | None]] | None = None,
 ) -> tuple[str | None, ir.Module | None]:
     """The module with `sdy.mesh @mesh_name` and `sdy.sharding` on @main, as
     text and as the module that printed it (which a caller takes instead of
@@ -762,7 +763,9 @@ def attach_shardings(
     module is the answer, the text is not printed (None): the caller prints
     it when it needs it (a module's print with locations is 10 ms of a
     Llama step's first call). `text` may be the module itself (a copy of
-    jax's, changed in place), unless its meshes include views of `mesh`."""
+    jax's, changed in place), unless its meshes include views of `mesh`.
+    `layout_modes`: per argument and result, an `mhlo.layout_mode` to set
+    (a memory layout jit was asked for), or None."""
     if isinstance(text, ir.Module):
         module = text
         ctx = module.context
@@ -804,15 +807,21 @@ def attach_shardings(
 
         def updates(
             shardings: Sequence[TensorSharding | None],
+            modes: Sequence[str | None] | None,
         ) -> dict[int, dict[str, ir.Attribute]]:
-            return {
+            out = {
                 i: {"sdy.sharding": ir.Attribute.parse(sdy_text.print_sharding(s))}
                 for i, s in enumerate(shardings)
                 if s is not None
             }
+            for i, mode in enumerate(modes or ()):
+                if mode is not None:
+                    out.setdefault(i, {})["mhlo.layout_mode"] = ir.StringAttr.get(mode)
+            return out
 
-        _merge_entries(func, "arg_attrs", len(args), updates(args))
-        _merge_entries(func, "res_attrs", len(results), updates(results))
+        arg_modes, res_modes = layout_modes or (None, None)
+        _merge_entries(func, "arg_attrs", len(args), updates(args, arg_modes))
+        _merge_entries(func, "res_attrs", len(results), updates(results, res_modes))
         i32 = ir.IntegerType.get_signless(32)
         module.operation.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(
             i32, mesh.size

@@ -77,3 +77,101 @@ def test_with_ordered_effects_too() -> None:
     got = meshjit.jit(f)(a)
     np.testing.assert_array_equal(np.asarray(got), host * 2)
     assert seen == [1.0]
+
+
+def _both(make: Any) -> list[Any]:
+    return [make(jax.jit), make(meshjit.jit)]
+
+
+def test_format_auto_layouts_are_chosen_and_reported_as_jax_does() -> None:
+    """in/out_shardings=Format(Layout.AUTO): XLA chooses the layouts;
+    `input_formats`/`output_formats` say which (a transpose's result in the
+    transposed layout, no copy), the same as under jax.jit."""
+    host = np.arange(32, dtype=np.int32).reshape(4, 4, 2)
+    s = NamedSharding(MESH, P("x", "y"))
+    sds = jax.ShapeDtypeStruct(host.shape, host.dtype, sharding=s)
+
+    def f(x: Any) -> Any:
+        return x.T
+
+    plain = _both(lambda jit: jit(f).lower(sds).compile())
+    auto = _both(
+        lambda jit: (
+            jit(f, in_shardings=Format(Layout.AUTO), out_shardings=Format(Layout.AUTO))
+            .lower(sds)
+            .compile()
+        )
+    )
+    for theirs, ours in (plain, auto):
+        assert ours.input_formats == theirs.input_formats
+        assert ours.output_formats == theirs.output_formats
+    assert plain[1].output_formats.layout.major_to_minor == (0, 1, 2)
+    assert auto[1].output_formats.layout.major_to_minor == (2, 1, 0)
+    arr = jax.device_put(host, s)
+    for compiled in (plain[1], auto[1]):
+        out = compiled(arr)
+        np.testing.assert_array_equal(np.asarray(out), host.T)
+        assert out.format == compiled.output_formats
+    # an argument put in the compiled input format, and the output fed back
+    again = jax.device_put(host, auto[1].input_formats[0][0])
+    np.testing.assert_array_equal(np.asarray(auto[1](again)), host.T)
+
+
+def test_format_concrete_layouts_in_jit_as_jax() -> None:
+    """A concrete input layout: committed arrays in it are taken as they are,
+    committed arrays in another are refused (as jax), uncommitted ones are
+    put in it; an AUTO output of a transpose comes back transposed."""
+    host = np.arange(16 * 128, dtype=np.int32).reshape(16, 128)
+    s = NamedSharding(MESH, P("x", "y"))
+    arr = jax.device_put(host, s)  # the default layout, (0, 1)
+
+    def f(x: Any) -> Any:
+        return x.T
+
+    outs = _both(
+        lambda jit: jit(
+            f,
+            in_shardings=Format(Layout(major_to_minor=(0, 1)), s),
+            out_shardings=Format(Layout.AUTO),
+        )(arr)
+    )
+    for out in outs:
+        np.testing.assert_array_equal(np.asarray(out), host.T)
+        assert out.format.layout.major_to_minor == (1, 0)
+    for jit in (jax.jit, meshjit.jit):
+        g = jit(f, in_shardings=Format(Layout(major_to_minor=(1, 0)), s))
+        with pytest.raises(ValueError, match="Layout passed to jit does not match"):
+            g(arr)
+    one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    h = meshjit.jit(
+        lambda x: x + 1, in_shardings=Format(Layout(major_to_minor=(1, 0)), one)
+    )
+    uncommitted = jax.numpy.arange(8 * 128).reshape(8, 128)
+    np.testing.assert_array_equal(
+        np.asarray(h(uncommitted)), np.arange(8 * 128).reshape(8, 128) + 1
+    )
+
+
+def test_layout_errors_are_clear() -> None:
+    s = NamedSharding(MESH, P("x"))
+    with pytest.raises(ValueError, match="rank of the value should match"):
+        meshjit.jit(
+            lambda x: x * 2, in_shardings=Format(Layout(major_to_minor=(0, 1, 2)), s)
+        )(np.arange(8))
+    with pytest.raises(ValueError, match="does not accept device-local layouts"):
+        meshjit.jit(lambda x: x, in_shardings=Layout.AUTO)
+    with pytest.raises(ValueError, match=r"output layout\*\* to \*\*Layout.AUTO"):
+        meshjit.jit(
+            lambda x: x * 2, donate_argnums=0, in_shardings=Format(Layout.AUTO)
+        )(jax.numpy.arange(8))
+    with pytest.raises(ValueError, match=r"a memory layout .* is not supported"):
+        meshjit.jit(
+            lambda x: meshjit.with_sharding_constraint(
+                x, Format(Layout(major_to_minor=(0,)), s)
+            )
+        )(np.arange(8.0))
+    # a Format with no layout is its sharding
+    out = meshjit.jit(
+        lambda x: meshjit.with_sharding_constraint(x * 2, Format(None, s))
+    )(np.arange(8.0))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8.0) * 2)
