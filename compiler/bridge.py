@@ -513,6 +513,52 @@ def fastpath_data(
     )
 
 
+# --- jax's tracing configuration ---------------------------------------------------
+
+
+def leaked_tracer_error(traced: Any) -> Exception | None:
+    """jax's UnexpectedTracerError for a tracer of another (finished) trace
+    that a traced function closed over (a side effect of an earlier trace
+    leaked it), as jax.jit raises at the call; None when there is none."""
+    from jax._src import core
+
+    hoisted = getattr(traced, "_consts", None) or ()  # jax's hoisted constants
+    for c in (*hoisted, *traced.jaxpr.consts):
+        if isinstance(c, core.Tracer):
+            return core.escaped_tracer_error(c)  # type: ignore[no-any-return]
+    return None
+
+
+def on_clear_caches(cache: Any, what: str) -> None:
+    """Has `jax.clear_caches()` call `cache.cache_clear()` too (`cache` also
+    has `cache_info()` and `cache_keys()`; jax holds it weakly)."""
+    from jax._src import util
+
+    util.register_cache(cache, what)
+
+
+def trace_context() -> Any:
+    """jax's configuration that changes what a function traces to (matmul
+    precision, rank promotion, user contexts, mesh contexts, ...): a hashable
+    value, part of jax's own trace cache key."""
+    from jax._src import config
+
+    return config.trace_context()
+
+
+def trace_context_changes(old: Any, new: Any) -> list[str]:
+    """The names of the settings that differ between two `trace_context()`s."""
+    from jax._src import config
+
+    try:
+        names = config.trace_context_names()
+    except NotImplementedError:
+        return []
+    if len(names) != len(old) or len(old) != len(new):
+        return []
+    return [n for n, a, b in zip(names, old, new, strict=True) if a != b]
+
+
 # --- memory layouts ----------------------------------------------------------------
 
 

@@ -157,9 +157,9 @@ def resolve_argspec(
     sig = _signature(fun)
     if sig is None and donate_argnames is not None:
         raise ShardingError(
-            f"{api}: Getting the signature of function {fun!r} failed, so "
-            "donate_argnames cannot be matched to arguments. Pass donate_argnums "
-            "instead of donate_argnames."
+            f"{api}: Getting the signature of function {fun!r} failed. Pass "
+            "donate_argnums instead of donate_argnames (names are matched to "
+            "arguments through the signature)"
         )
     s_nums, s_names = _infer(
         sig,
@@ -183,10 +183,11 @@ def resolve_argspec(
     both = sorted(set(s_names) & set(d_names))
     if both or set(s_nums) & set(d_nums):
         shown: list[object] = [*both] or [*sorted(set(s_nums) & set(d_nums))]
+        kind = "argnames" if both else "argnums"
         raise ShardingError(
-            f"{api}: static and donated arguments cannot intersect; {shown} appear "
-            "in both. A static argument is a compile-time constant and has no "
-            "buffer to donate: remove it from one of the two"
+            f"{api}: static_{kind} and donate_{kind} cannot intersect; {shown} "
+            "appear in both. A static argument is a compile-time constant and "
+            "has no buffer to donate: remove it from one of the two"
         )
     return ArgSpec(api, sig, s_nums, s_names, d_nums, d_names)
 
@@ -303,7 +304,8 @@ def _static(name: str, value: Any, api: str) -> StaticValue:
         hash(value)
     except TypeError as err:
         raise JitArgumentError(
-            f"{api}: static argument `{name}` must be hashable, found "
+            f"{api}: Non-hashable static arguments are not supported: static "
+            f"argument `{name}` must be hashable, found "
             f"{type(value).__name__} {value!r} ({err}); pass a hashable value "
             "(e.g. a tuple instead of a list) or make the argument dynamic"
         ) from None

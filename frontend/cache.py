@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 
 from jax.tree_util import PyTreeDef
 
+from meshjit.compiler import bridge
 from meshjit.frontend.args import CallForm
 
 LOGGER = logging.getLogger("meshjit.jit")
@@ -42,6 +44,9 @@ class TraceKey:
     # Bare PartitionSpecs inside the function (with_sharding_constraint)
     # resolve against it: a new context mesh traces again, as in jax.
     context_mesh: Hashable = None
+    # jax's tracing configuration (bridge.trace_context(): matmul precision,
+    # rank promotion, user contexts): a change traces again, as in jax
+    jax_config: Hashable = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +106,9 @@ def trace_differences(old: TraceKey, new: TraceKey) -> list[str]:
                 diffs.append(f"argument `{path}`: {_aval_text(a)} -> {_aval_text(b)}")
     if old.context_mesh != new.context_mesh:
         diffs.append(f"context mesh: {old.context_mesh} -> {new.context_mesh}")
+    if old.jax_config != new.jax_config:
+        names = bridge.trace_context_changes(old.jax_config, new.jax_config)
+        diffs.append("jax's tracing configuration: " + (", ".join(names) or "changed"))
     return diffs
 
 
@@ -128,6 +136,28 @@ def _sh(s: Hashable) -> str:
     return "uncommitted" if s is None else str(s)
 
 
+class _EveryCache:
+    """Every live JitCache, cleared by `jax.clear_caches()` as jax's own
+    jit caches are (jax calls `cache_clear`)."""
+
+    def __init__(self) -> None:
+        self.caches: weakref.WeakSet[JitCache] = weakref.WeakSet()
+
+    def cache_clear(self) -> None:
+        for cache in list(self.caches):
+            cache.clear()
+
+    def cache_info(self) -> tuple[int]:
+        return (len(self.caches),)
+
+    def cache_keys(self) -> list[str]:
+        return [c.fun_name for c in list(self.caches)]
+
+
+_EVERY = _EveryCache()
+bridge.on_clear_caches(_EVERY, "meshjit.jit traces and executables")
+
+
 class JitCache:
     """The traces and executables of one jitted function.
 
@@ -145,6 +175,7 @@ class JitCache:
         self.compiles = 0
         self.hits = 0
         self.log: deque[str] = deque(maxlen=_LOG_LIMIT)
+        _EVERY.caches.add(self)
 
     def clear(self) -> None:
         with self._lock:

@@ -345,6 +345,7 @@ class JitFunction:
             tuple(leaf.aval_key() for leaf in leaves),
             tuple(leaf.path for leaf in leaves),
             mesh,
+            bridge.trace_context(),
         )
         compile_key = CompileKey(
             trace_key,

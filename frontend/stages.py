@@ -1334,12 +1334,20 @@ class Compiled(_Stage):
         flat, tree = jax.tree_util.tree_flatten(tuple(values))
         if tree != inputs.dyn_tree:
             raise JitArgumentError(
-                f"{inputs.api}: the compiled function was lowered for arguments of "
-                f"structure {inputs.dyn_tree} but called with {tree}"
+                f"{inputs.api}: Function compiled with input pytree does not match "
+                "the input pytree it was called with: it was lowered for arguments "
+                f"of structure {inputs.dyn_tree} but called with {tree}"
             )
         for k, (v, leaf, target) in enumerate(
             zip(flat, inputs.leaves, self._targets, strict=True)
         ):
+            if isinstance(v, jax.core.Tracer):  # under vmap, grad, or a jit
+                raise JitArgumentError(
+                    f"{inputs.api}: Cannot apply JAX transformations to a function "
+                    "lowered and compiled for a particular signature. Detected "
+                    f"{type(v).__name__} as argument `{leaf.path}`; transform the "
+                    "function, then jit it (or call the jitted function)"
+                )
             if leaf.ref != isinstance(v, jax.Ref):
                 raise JitArgumentError(
                     f"{inputs.api}: argument `{leaf.path}` was compiled for "
@@ -1510,11 +1518,12 @@ class Compiled(_Stage):
                     and isinstance(v, jax.Array)
                     and v.committed
                 ):
+                    own = bridge.jax_layout(bridge.buffer_layout(v))
                     raise ShardingError(
                         f"{inputs.api}: Layout passed to jit does not match the "
                         f"layout on the respective arg `{inputs.leaves[k].path}` "
                         f"({inputs.leaves[k].describe()}). Got jit layout: "
-                        f"{given}, arg layout: {bridge.jax_layout(bridge.buffer_layout(v))}; "
+                        f"{given}, arg layout: {own}; "
                         "jax.device_put(x, Format(layout, sharding)) it first"
                     )
             placed[j] = bridge.relayout(x, layout)

@@ -487,6 +487,10 @@ def trace_function(
     auto = any(leaf.auto_mesh is not None for leaf in leaves)
     try:
         traced, lowered, meshes = _trace(flat, leaves, keep_unused, context)
+        if not bridge.tracing():
+            leaked = bridge.leaked_tracer_error(traced)
+            if leaked is not None:
+                raise leaked
     except ValueError as err:
         # Host callbacks need devices at lowering: jax refuses the
         # arguments' AbstractMeshes then; trace without them (below).

@@ -243,3 +243,69 @@ def test_a_jitted_function_called_in_another_trace_is_traced_once(
 
     print_saved_residuals(lambda x: f(x) * 2, 3.0)
     assert "output of jitted function 'f'" in capsys.readouterr().out
+
+
+def test_jax_tracing_configuration_changes_trace_again() -> None:
+    """jax's api_test test_dot_precision_forces_retrace and
+    test_user_trace_context_hooks: a setting that changes what a function
+    traces to (matmul precision, a user context) traces it again; the
+    executable of the old setting was reused."""
+    traces = {"f": 0, "g": 0}
+
+    @meshjit.jit
+    def f(x: Any) -> Any:
+        traces["f"] += 1
+        return jnp.dot(x, x)
+
+    x = jnp.ones((2, 2))
+    f(x)
+    f(x)
+    with jax.default_matmul_precision("tensorfloat32"):
+        f(x)
+    assert traces["f"] == 2
+    assert "jax_default_matmul_precision" in f.cache_info().log[-1]
+
+    mine = jax.make_user_context()
+
+    @meshjit.jit
+    def g(x: Any) -> Any:
+        traces["g"] += 1
+        return x
+
+    g(1.0)
+    with mine(2):
+        g(1.0)
+    with mine(3):
+        g(1.0)
+        with mine(4):
+            g(1.0)
+    assert traces["g"] == 4
+
+
+def test_a_leaked_tracer_is_reported_as_jax_reports_it() -> None:
+    """jax's test_escaped_tracer_omnistaging: a function that uses a tracer
+    an earlier trace leaked (a side effect stored it) raises jax's
+    UnexpectedTracerError, not an IndexError from meshjit's lowering (or
+    nothing at all)."""
+    leaked: list[Any] = []
+
+    @meshjit.jit
+    def f() -> None:
+        leaked.append(jnp.add(1, 1))
+
+    f()
+
+    def use(x: Any) -> Any:
+        return jnp.add(leaked[0], x)
+
+    def scanned() -> None:
+        def body(c: Any, _: Any) -> tuple[Any, None]:
+            jnp.add(leaked[0], 1)
+            return c, None
+
+        jax.lax.scan(body, None, None, length=2)
+
+    for fun, args in ((use, (1.0,)), (scanned, ())):
+        for jit in (jax.jit, meshjit.jit):
+            with pytest.raises(jax.errors.UnexpectedTracerError, match="created on"):
+                jit(fun)(*args)
