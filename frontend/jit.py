@@ -283,8 +283,28 @@ class JitFunction:
 
     @_user_errors
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """The outputs' ShapeDtypeStructs; where out_shardings gives an
+        output's sharding, with it (as jax's)."""
         prepared = self._prepare(args, kwargs)
-        return self._traced(prepared).out_info
+        traced = self._traced(prepared)
+        if self._out_shardings is UNSPECIFIED:
+            return traced.out_info
+        placement = self._inputs(prepared).placement
+        single = (
+            jax.sharding.SingleDeviceSharding(placement.mesh.flat_devices[0])
+            if placement.single_device
+            else None
+        )
+        infos = [
+            jax.ShapeDtypeStruct(
+                o.shape,
+                o.dtype,
+                weak_type=o.weak_type,
+                sharding=None if s is None else (single or s.to_jax()),
+            )
+            for o, s in zip(traced.outputs, placement.outputs, strict=True)
+        ]
+        return jax.tree_util.tree_unflatten(traced.out_tree, infos)
 
     def cache_info(self) -> CacheInfo:
         """Traces, compiles and hits so far, and why each miss happened.

@@ -309,3 +309,19 @@ def test_a_leaked_tracer_is_reported_as_jax_reports_it() -> None:
         for jit in (jax.jit, meshjit.jit):
             with pytest.raises(jax.errors.UnexpectedTracerError, match="created on"):
                 jit(fun)(*args)
+
+
+def test_eval_shape_gives_the_out_shardings_as_jax() -> None:
+    """jit(...).eval_shape: an output whose sharding out_shardings gives
+    carries it (jax's test_eval_shape_out_shardings); others carry none."""
+    one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    row = jax.sharding.NamedSharding(mesh, jax.P("x"))
+    cases: list[tuple[Any, Any]] = [
+        (lambda x: x * 2, one),
+        (lambda x: (x * 2, x.sum()), (row, None)),
+    ]
+    for fun, out in cases:
+        want = jax.jit(fun, out_shardings=out).eval_shape(np.arange(8.0))
+        got = meshjit.jit(fun, out_shardings=out).eval_shape(np.arange(8.0))
+        assert got == want
