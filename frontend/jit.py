@@ -272,7 +272,39 @@ class JitFunction:
     @_user_errors
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         """Traces for these (possibly abstract: jax.ShapeDtypeStruct) arguments."""
-        return Traced(self._inputs(self._prepare(args, kwargs)))
+        return Traced(
+            self._inputs(self._prepare(args, kwargs)),
+            functools.partial(self._jax_lowering, args, kwargs),
+        )
+
+    def _jax_lowering(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], **options: Any
+    ) -> Any:
+        """jax.jit's own lowering of the function with the same options (the
+        shardings in jax's form): what `jax.export` serializes, a program with
+        shardings that whoever loads it partitions."""
+        try:
+            in_shardings = _jax_form(self._in_shardings)
+            out_shardings = _jax_form(self._out_shardings)
+        except _NoJaxForm:
+            raise ShardingError(
+                f"{self._api}({self._name}): jax.export takes jax's shardings; "
+                "an AUTO leaf (or a bare PartitionSpec with no mesh in context) "
+                "has no jax form: compile with meshjit and export the chosen "
+                "shardings (Compiled.input_shardings/output_shardings)"
+            ) from None
+        spec = self._argspec
+        jitted = jax.jit(
+            self._fun,
+            in_shardings=in_shardings,
+            out_shardings=out_shardings,
+            static_argnums=spec.static_argnums,
+            static_argnames=spec.static_argnames,
+            donate_argnums=spec.donate_argnums,
+            donate_argnames=spec.donate_argnames,
+            keep_unused=self._keep_unused,
+        )
+        return jitted.trace(*args, **kwargs).lower(**options)
 
     @_user_errors
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
@@ -677,6 +709,34 @@ def _jax_out_shardings(tree: object) -> object | None:
         return None  # jax.jit takes no per-leaf "unspecified" publicly
     found: object = converted
     return found
+
+
+def _jax_form(tree: object) -> Any:
+    """in/out_shardings as jax.jit takes them: meshjit's shardings as jax's,
+    bare PartitionSpecs on the context mesh, unspecified leaves None, Format
+    leaves with their sharding converted; _NoJaxForm for AUTO."""
+    if tree is UNSPECIFIED:
+        return None
+    mesh = context_mesh()
+
+    def convert(s: object) -> object:
+        if s is UNSPECIFIED or s is None:
+            return None
+        if bridge.is_format(s):
+            sharding, layout = split_format(s)
+            return bridge.make_format(layout, convert(sharding))
+        if isinstance(s, PartitionSpec | jax.sharding.PartitionSpec):
+            if mesh is None:
+                raise _NoJaxForm
+            spec = s if isinstance(s, jax.sharding.PartitionSpec) else s.to_jax()
+            return jax.sharding.NamedSharding(mesh.to_jax(), spec)
+        if isinstance(s, Sharding):
+            return s.to_jax()
+        if isinstance(s, jax.sharding.Sharding):
+            return s
+        raise _NoJaxForm
+
+    return jax.tree_util.tree_map(convert, tree, is_leaf=is_spec_leaf)
 
 
 class _NoJaxForm(Exception):

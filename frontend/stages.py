@@ -178,8 +178,11 @@ def _typed_aval(aval: Any, placement: Placement, k: int) -> Any:
 class Traced(_Stage):
     """A function traced to StableHLO for one call form and abstract arguments."""
 
-    def __init__(self, inputs: LoweringInputs) -> None:
+    def __init__(
+        self, inputs: LoweringInputs, jax_lowering: Callable[..., Any] | None = None
+    ) -> None:
         self._inputs = inputs
+        self._jax_lowering = jax_lowering
 
     @property
     def fun_name(self) -> str:
@@ -199,10 +202,29 @@ class Traced(_Stage):
         text = self._inputs.traced.text
         return text if debug_info else _strip_locations(text)
 
-    def lower(self, *, lowering_platforms: Sequence[str] | None = None) -> Lowered:
+    def lower(
+        self,
+        *,
+        lowering_platforms: Sequence[str] | None = None,
+        _private_parameters: Any = None,
+    ) -> Lowered | Any:
         """Attaches shardings. `lowering_platforms` is needed (as in jax) when
         the shardings are on an AbstractMesh only: the module is the same for
-        every platform; compile it with `compile(device_assignment=...)`."""
+        every platform; compile it with `compile(device_assignment=...)`.
+        `_private_parameters` (jax's, which `jax.export` passes): jax's own
+        lowering of the function with the same options, a jax `Lowered`
+        (an exported program is partitioned by whoever loads it)."""
+        if _private_parameters is not None:
+            if self._jax_lowering is None:
+                raise ShardingError(
+                    f"{self._inputs.api}({self._inputs.fun_name}): this stage "
+                    "cannot be lowered by jax (jax.export takes a meshjit.jit "
+                    "function: export(jitted)(*args))"
+                )
+            return self._jax_lowering(
+                lowering_platforms=lowering_platforms,
+                _private_parameters=_private_parameters,
+            )
         if lowering_platforms is None:
             require_devices(self._inputs)
         return Lowered(self._inputs)

@@ -96,3 +96,29 @@ def test_other_errors_get_no_note() -> None:
     with pytest.raises(TypeError) as info:
         meshjit.jit(bad)(np.ones((8, 8), np.float32))
     assert not any("meshjit:" in n for n in getattr(info.value, "__notes__", []))
+
+
+def test_jax_export_takes_a_meshjit_jit_function() -> None:
+    """jax.export.export(meshjit.jit(f)) exports what jax.export of jax.jit(f)
+    with the same shardings exports (a program whoever loads it partitions);
+    it failed with an unexpected-keyword TypeError. AUTO has no jax form and
+    is refused with a message that says so."""
+    from jax import export
+
+    s = NamedSharding(MESH, P("x", "y"))
+    spec = jax.ShapeDtypeStruct((8, 8), np.float32)
+    x = jax.device_put(np.arange(64, dtype=np.float32).reshape(8, 8), s.to_jax())
+
+    def double(a: Any) -> Any:
+        return a * 2
+
+    made = [
+        export.export(jax.jit(double, in_shardings=s.to_jax()))(spec),
+        export.export(meshjit.jit(double, in_shardings=s))(spec),
+    ]
+    assert made[1].mlir_module() == made[0].mlir_module()
+    assert made[1].in_shardings_hlo == made[0].in_shardings_hlo
+    np.testing.assert_array_equal(np.asarray(made[1].call(x)), np.asarray(x) * 2)
+    auto = meshjit.jit(lambda a: a, in_shardings=meshjit.sharding.AUTO(MESH))
+    with pytest.raises(meshjit.ShardingError, match="AUTO leaf"):
+        export.export(auto)(spec)
