@@ -940,6 +940,14 @@ class Compiled(_Stage):
         self._donated_main = donated_main
         self._ref_targets = tuple(s.to_jax() for s in lowered.ref_targets)
         self._use_user_spelling(inputs.placement)
+        # outputs out_shardings puts in another memory (pinned_host, ...):
+        # moved there after the run
+        self._out_kinds: tuple[str | None, ...] = tuple(
+            None
+            if o is None or getattr(o, "memory_kind", None) in (None, "device")
+            else o.memory_kind
+            for o in inputs.placement.outputs
+        )
         self._single = (
             jax.sharding.SingleDeviceSharding(inputs.placement.mesh.flat_devices[0])
             if inputs.placement.single_device
@@ -1258,7 +1266,7 @@ class Compiled(_Stage):
                 None
                 if made is None or traced.outputs[i].key_shape
                 else bridge.jax_layout(made[i]),
-                self._jax_out(s),
+                self._jax_out(s, i),
             )
             for i, s in enumerate(self._spmd.executable.out_shardings[:n])
         ]
@@ -1268,7 +1276,10 @@ class Compiled(_Stage):
     def output_shardings(self) -> Any:
         """The outputs' shardings as propagated (or as out_shardings asked)."""
         n = len(self._lowered.inputs.traced.outputs)
-        shardings = [self._jax_out(s) for s in self._spmd.executable.out_shardings[:n]]
+        shardings = [
+            self._jax_out(s, i)
+            for i, s in enumerate(self._spmd.executable.out_shardings[:n])
+        ]
         return jax.tree_util.tree_unflatten(
             self._lowered.inputs.traced.out_tree, shardings
         )
@@ -1278,7 +1289,10 @@ class Compiled(_Stage):
         """The outputs' ShapeDtypeStructs with their shardings."""
         traced = self._lowered.inputs.traced
         n = len(self._lowered.inputs.traced.outputs)
-        shardings = [self._jax_out(s) for s in self._spmd.executable.out_shardings[:n]]
+        shardings = [
+            self._jax_out(s, i)
+            for i, s in enumerate(self._spmd.executable.out_shardings[:n])
+        ]
         infos = [
             jax.ShapeDtypeStruct(o.shape, o.dtype, sharding=s, weak_type=o.weak_type)
             for o, s in zip(traced.outputs, shardings, strict=True)
@@ -1289,8 +1303,11 @@ class Compiled(_Stage):
         """PJRT's loaded executable of the per-device program."""
         return self._spmd.executable.executable
 
-    def _jax_out(self, s: Any) -> Any:
-        return self._single if self._single is not None else s
+    def _jax_out(self, s: Any, i: int | None = None) -> Any:
+        """Output `i`'s jax sharding (in the memory out_shardings asked for)."""
+        out = self._single if self._single is not None else s
+        kind = self._out_kinds[i] if i is not None else None
+        return out.with_memory_kind(kind) if kind else out
 
     def as_text(self, stage: str | None = None) -> str:
         """XLA's HLO of the executable (as JAX gives it), or a meshjit stage."""
@@ -1503,6 +1520,12 @@ class Compiled(_Stage):
                 bridge.wrap_key_data(o, leaf.dtype) if leaf.key_shape else o
                 for o, leaf in zip(outs, inputs.traced.outputs, strict=True)
             ]
+        if any(self._out_kinds):  # into the memory out_shardings asks for
+            outs = [
+                jax.device_put(o, o.sharding.with_memory_kind(kind)) if kind else o
+                for o, kind in zip(outs, self._out_kinds, strict=True)
+            ]
+            relaid = True  # (the executable's outputs are in device memory)
         for i in inputs.traced.token_outputs:
             outs[i] = bridge.token_of([outs[i]])
         for i in self._weak:

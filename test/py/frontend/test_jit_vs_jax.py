@@ -325,3 +325,26 @@ def test_eval_shape_gives_the_out_shardings_as_jax() -> None:
         want = jax.jit(fun, out_shardings=out).eval_shape(np.arange(8.0))
         got = meshjit.jit(fun, out_shardings=out).eval_shape(np.arange(8.0))
         assert got == want
+
+
+def test_out_shardings_memory_kinds_are_where_results_land() -> None:
+    """out_shardings in another memory (pinned_host): the results are there,
+    as under jax.jit (meshjit reported and returned them in device memory),
+    on every call, and Compiled.output_shardings says so."""
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    s = jax.sharding.NamedSharding(mesh, jax.P("x"))
+    host = s.with_memory_kind("pinned_host")
+    x = jax.device_put(np.arange(16.0), s)
+
+    def f(a: Any) -> Any:
+        return a * 2, a + 1
+
+    for jit in (jax.jit, meshjit.jit):
+        g = jit(f, out_shardings=(host, s))
+        for _ in range(3):
+            outs = g(x)
+            assert [o.sharding.memory_kind for o in outs] == ["pinned_host", "device"]
+        assert g.lower(x).compile().output_shardings[0] == host
+        np.testing.assert_array_equal(
+            np.asarray(jax.device_put(outs[0], s)), np.arange(16.0) * 2
+        )
