@@ -209,6 +209,7 @@ class _Builder:
         self.origin_counts: dict[str, int] = {}
         self.use_seen: dict[tuple[int, int], int] = {}
         self.copies: dict[int, list[int]] = {}  # slot -> its per-use copies
+        self.split_counts: dict[int, int] = {}  # value -> split_uses(value)
 
     # -- meshes and shardings ---------------------------------------------
 
@@ -536,8 +537,13 @@ class _Builder:
     def split_uses(self, vid: int) -> int:
         """Uses of a constant-like value that get their own copy: all but
         `sdy.sharding_group` ops (which name the value, not read it)."""
-        g = self.g
-        return sum(1 for u in g.users(vid) if g.node(u).op != "sdy.sharding_group")
+        found = self.split_counts.get(vid)
+        if found is None:
+            g = self.g
+            found = self.split_counts[vid] = sum(
+                1 for u in g.users(vid) if g.node(u).op != "sdy.sharding_group"
+            )
+        return found
 
     def uses(self, vid: int) -> int:
         return self.use_count.get(vid, len(self.g.users(vid)))
