@@ -525,7 +525,14 @@ def leaked_tracer_error(traced: Any) -> Exception | None:
     hoisted = getattr(traced, "_consts", None) or ()  # jax's hoisted constants
     for c in (*hoisted, *traced.jaxpr.consts):
         if isinstance(c, core.Tracer):
-            return core.escaped_tracer_error(c)  # type: ignore[no-any-return]
+            make = getattr(core, "escaped_tracer_error", None)
+            if make is None:
+                return jax.errors.UnexpectedTracerError(
+                    "Encountered an unexpected tracer (a side effect of an "
+                    f"earlier trace leaked it): {c}; it was created on a line "
+                    "of that trace"
+                )
+            return make(c)  # type: ignore[no-any-return]
     return None
 
 
@@ -534,7 +541,9 @@ def on_clear_caches(cache: Any, what: str) -> None:
     has `cache_info()` and `cache_keys()`; jax holds it weakly)."""
     from jax._src import util
 
-    util.register_cache(cache, what)
+    register = getattr(util, "register_cache", None)
+    if register is not None:  # (a jax without it clears only its own)
+        register(cache, what)
 
 
 def trace_context() -> Any:
@@ -543,7 +552,8 @@ def trace_context() -> Any:
     value, part of jax's own trace cache key."""
     from jax._src import config
 
-    return config.trace_context()
+    found = getattr(config, "trace_context", None)
+    return found() if found is not None else None
 
 
 def trace_context_changes(old: Any, new: Any) -> list[str]:
@@ -552,7 +562,7 @@ def trace_context_changes(old: Any, new: Any) -> list[str]:
 
     try:
         names = config.trace_context_names()
-    except NotImplementedError:
+    except (NotImplementedError, AttributeError):
         return []
     if len(names) != len(old) or len(old) != len(new):
         return []
