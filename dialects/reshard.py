@@ -196,8 +196,8 @@ def _plan_slice_permute(
     block size). As many devices hold each src block as need a part of it,
     so sources and targets pair one to one; a device that holds what it
     needs is paired with itself."""
-    if len(src) != len(dst) or not shape:
-        return None
+    if len(src) != len(dst) or not shape or 0 in shape:
+        return None  # (a zero-size value: no blocks to move)
     src_block = []
     for n, s_axes, d_axes in zip(shape, src, dst, strict=True):
         s, t = _span(s_axes, mesh), _span(d_axes, mesh)

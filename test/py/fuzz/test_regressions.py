@@ -294,3 +294,41 @@ def test_sibling_slices_of_a_value_with_a_whole_copy(out: P) -> None:
     jf = meshjit.jit(f, in_shardings=ns("y", None), out_shardings=ns(*out))
     got = jf(jax.device_put(v1, ns("y", None)))
     np.testing.assert_array_equal(np.asarray(got), np.asarray(f(v1)))
+
+
+def test_zero_size_values_in_a_reshard_plan() -> None:
+    """An edge-mode pad under grad (complex values) concatenates zero-size
+    pieces; resharding one crashed the partitioner's slice-permute planner
+    (a block of size 0: ZeroDivisionError). Long fuzz, 2026-11-29: seed 3."""
+    devices = np.array(jax.devices()[:8])[[6, 0, 2, 3, 1, 4, 7, 5]].reshape(2, 2, 2)
+    mesh = Mesh(devices, ("x", "y", "z"))
+
+    def s(*spec: Any) -> NamedSharding:
+        return NamedSharding(mesh, P(*spec))
+
+    def loss(x: jax.Array, k: jax.Array) -> jax.Array:
+        padded = jnp.pad(x, ((0, 0), (2, 1), (0, 0)), mode="edge")
+        y = jax.lax.conv_general_dilated(
+            padded, k, (3,), "VALID", dimension_numbers=("NWC", "WIO", "NWC")
+        )
+        return jnp.sum(jnp.abs(y * 0.125) ** 2) * 0.5
+
+    def f(x: jax.Array, k: jax.Array) -> jax.Array:
+        return jax.grad(loss, argnums=1)(x, k)
+
+    rng = np.random.default_rng(0)
+
+    def complex64(*shape: int) -> np.ndarray:
+        parts = rng.standard_normal((2, *shape))
+        return (parts[0] + 1j * parts[1]).astype(np.complex64)
+
+    x, k = complex64(2, 16, 4), complex64(2, 4, 2)
+    args = (
+        jax.device_put(x, s("x", "z", "y")),
+        jax.device_put(k, s(None, ("x", "z"), "y")),
+    )
+    ins = (None, s(None, ("x", "z"), "y"))
+    outs = s("z", ("x", "y"), None)
+    want = jax.jit(f, in_shardings=ins, out_shardings=outs)(*args)
+    got = meshjit.jit(f, in_shardings=ins, out_shardings=outs)(*args)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
