@@ -309,6 +309,15 @@ def _static(name: str, value: Any, api: str) -> StaticValue:
             f"{type(value).__name__} {value!r} ({err}); pass a hashable value "
             "(e.g. a tuple instead of a list) or make the argument dynamic"
         ) from None
+    try:
+        value == value  # noqa: B015 (a cache lookup compares keys)
+    except Exception as err:
+        raise JitArgumentError(
+            f"{api}: static arguments should be comparable using __eq__: "
+            f"static argument `{name}` ({type(value).__name__}) raised "
+            f"{type(err).__name__}: {err} when compared; give it an __eq__ "
+            "that returns a bool"
+        ) from None
     return StaticValue(name, value, type(value))
 
 

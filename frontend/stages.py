@@ -623,15 +623,15 @@ class Lowered(_Stage):
             )
 
         aliases, unusable = match_donations(inputs, same_layout, same_block_size)
-        if inputs.in_layouts or inputs.out_layouts:
-            _check_donated_layouts(inputs, aliases)
-        self._aliases = aliases
         # jax hands XLA every donation when propagation decides an output's
         # layout (no out_shardings) on several devices, and says nothing of
         # those XLA could not use: so does meshjit.
         decided = inputs.placement.mesh.size > 1 and any(
             s is None for s in inputs.placement.outputs
         )
+        if (inputs.in_layouts or inputs.out_layouts) and not decided:
+            _check_donated_layouts(inputs, aliases)  # (as jax checks its aliases)
+        self._aliases = aliases
         self._unusable = [] if decided else unusable
         return aliases
 

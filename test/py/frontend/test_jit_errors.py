@@ -222,6 +222,24 @@ def test_non_callable() -> None:
         meshjit.jit(3)  # type: ignore[call-overload]
 
 
+def test_a_static_argument_whose_eq_raises() -> None:
+    """As jax (test_cpp_jit_raises_on_non_hashable_static_argnum): a static
+    argument that hashes but cannot be compared is refused with a message
+    that says so (its __eq__'s own error escaped from the cache lookup)."""
+
+    class HashableWithoutEq:
+        def __hash__(self) -> int:
+            return 1
+
+        def __eq__(self, other: object) -> bool:
+            raise NotImplementedError("no comparison")
+
+    f = meshjit.jit(lambda x, y: x + 3, static_argnums=[1])
+    assert f(1, 1) == 4
+    with pytest.raises(ValueError, match=r"comparable using __eq__.*`y`"):
+        f(1, HashableWithoutEq())
+
+
 def test_what_jax_refuses_when_jit_is_applied() -> None:
     """As jax.jit (api_test's test_jit_of_generator,
     test_staticmethod_is_not_supported, test_jit_argnames_validation,

@@ -175,3 +175,22 @@ def test_layout_errors_are_clear() -> None:
         lambda x: meshjit.with_sharding_constraint(x * 2, Format(None, s))
     )(np.arange(8.0))
     np.testing.assert_array_equal(np.asarray(out), np.arange(8.0) * 2)
+
+
+def test_donation_with_an_auto_output_layout_as_jax() -> None:
+    """As jax (test_layout_donation_auto): with the output's sharding left to
+    propagation on several devices the donation goes to XLA unpaired, and an
+    AUTO output layout beside a default input layout is fine; on one device
+    (the pair decided before compiling) it is refused with jax's hint."""
+    s = NamedSharding(MESH, P("x", "y"))
+    host = np.arange(128 * 16, dtype=np.int32).reshape(128, 16)
+    for jit in (jax.jit, meshjit.jit):
+        arr = jax.device_put(host, s)
+        out = jit(lambda x: x * x, out_shardings=Format(Layout.AUTO), donate_argnums=0)(
+            arr
+        )
+        np.testing.assert_array_equal(np.asarray(out), host * host)
+        assert arr.is_deleted()
+        g = jit(lambda x: x * x, out_shardings=Format(Layout.AUTO), donate_argnums=0)
+        with pytest.raises(ValueError, match=r"input layout\*\* to \*\*Layout.AUTO"):
+            g(jax.numpy.arange(8))
