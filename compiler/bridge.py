@@ -579,17 +579,22 @@ def buffer_layout(x: Any) -> Any:
 
 def default_layout(x: Any) -> Any:
     """The layout PJRT gives a buffer of `x`'s per-device shape by default."""
-    device = x.sharding._device_assignment[0]
+    device = x.addressable_shards[0].device  # (one of this process's)
     shard = x.sharding.shard_shape(x.shape)
     return device.client.get_default_layout(x.dtype, shard, device)
+
+
+_FORMAT: list[type] = []  # jax's Format class, imported at the first use
 
 
 def is_format(x: object) -> bool:
     """Whether `x` is a `jax.experimental.layout.Format` (a layout and a
     sharding, what jit's in/out_shardings also take)."""
-    from jax.experimental.layout import Format
+    if not _FORMAT:
+        from jax.experimental.layout import Format
 
-    return isinstance(x, Format)
+        _FORMAT.append(Format)
+    return isinstance(x, _FORMAT[0])
 
 
 def is_layout(x: object) -> bool:

@@ -225,8 +225,8 @@ class JitFunction:
         # functools.wraps'd over it) and make this one compile `f`.
         functools.update_wrapper(self, fun, updated=())
         for key, value in getattr(fun, "__dict__", {}).items():
-            if not key.startswith("_") and not hasattr(self, key):
-                self.__dict__[key] = value
+            if not key.startswith("_") and not hasattr(type(self), key):
+                self.__dict__.setdefault(key, value)
 
     # -- public API ------------------------------------------------------------------
 

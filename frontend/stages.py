@@ -1459,7 +1459,8 @@ class Compiled(_Stage):
 
     def _run(self, flat: Sequence[Any]) -> tuple[Any, bool]:
         """The outputs, and whether an argument was copied into the
-        executable's memory layout."""
+        executable's memory layout or a result moved to another memory
+        (either keeps the call off the fast path)."""
         inputs = self._lowered.inputs
         if jax.config.jax_no_execution:  # type: ignore[attr-defined]
             raise RuntimeError(
