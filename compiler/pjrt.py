@@ -135,23 +135,20 @@ class PartitionedExecutable:
         argument in, after the ordered-effect tokens; None where PJRT does
         not say (a program with tokens: each argument is then taken in the
         default layout of its per-device shape)."""
-        tokens = len(self.effects.ordered) if self.effects is not None else 0
-        try:
-            found = self.executable.get_parameter_layouts()
-        except jax.errors.JaxRuntimeError:
-            return None
-        return tuple(found[tokens:])
+        return self._layouts(self.executable.get_parameter_layouts)
 
     @functools.cached_property
     def result_layouts(self) -> tuple[Any, ...] | None:
         """The per-device memory layout (PJRT's) of each result, after the
         ordered-effect tokens; None where PJRT does not say."""
+        return self._layouts(self.executable.get_output_layouts)
+
+    def _layouts(self, read: Any) -> tuple[Any, ...] | None:
         tokens = len(self.effects.ordered) if self.effects is not None else 0
         try:
-            found = self.executable.get_output_layouts()
+            return tuple(read()[tokens:])
         except jax.errors.JaxRuntimeError:
             return None
-        return tuple(found[tokens:])
 
     @property
     def spans_processes(self) -> bool:

@@ -677,66 +677,56 @@ def _split_formats(specs: Sequence[object]) -> tuple[list[object], tuple[Any, ..
     return [s for s, _ in parts], layouts if any(x is not None for x in layouts) else ()
 
 
+def _jax_leaf(s: object, mesh: Mesh | None, unspecified: object) -> object:
+    """An in/out_shardings leaf as jax.jit takes it: meshjit's shardings as
+    jax's, bare PartitionSpecs on the context `mesh`, a Format with its
+    sharding converted, `unspecified` for an unspecified leaf; _NoJaxForm
+    for one with no jax form (AUTO, a bare spec with no mesh)."""
+    if s is UNSPECIFIED or s is None:
+        return unspecified
+    if bridge.is_format(s):
+        sharding, layout = split_format(s)
+        return bridge.make_format(layout, _jax_leaf(sharding, mesh, None))
+    if isinstance(s, PartitionSpec | jax.sharding.PartitionSpec):
+        if mesh is None:
+            raise _NoJaxForm
+        spec = s if isinstance(s, jax.sharding.PartitionSpec) else s.to_jax()
+        return jax.sharding.NamedSharding(mesh.to_jax(), spec)
+    if isinstance(s, Sharding):
+        return s.to_jax()
+    if isinstance(s, jax.sharding.Sharding):
+        return s
+    raise _NoJaxForm
+
+
 def _jax_out_shardings(tree: object) -> object | None:
-    """out_shardings as jax.jit takes them (meshjit's shardings and bare
-    PartitionSpecs on the context mesh as jax's; None and unspecified
-    leaves unspecified), or None where a leaf has no jax form."""
+    """out_shardings as jax.jit takes them (see `_jax_leaf`), or None where
+    a leaf has no jax form or is unspecified (jax.jit takes no per-leaf
+    "unspecified" publicly)."""
     mesh = context_mesh()
     unspecified = object()
-
-    def convert(s: object) -> object:
-        if s is UNSPECIFIED or s is None:
-            return unspecified
-        if isinstance(s, PartitionSpec | jax.sharding.PartitionSpec):
-            if mesh is None:
-                raise _NoJaxForm
-            spec = s if isinstance(s, jax.sharding.PartitionSpec) else s.to_jax()
-            return jax.sharding.NamedSharding(mesh.to_jax(), spec)
-        if isinstance(s, Sharding):
-            return s.to_jax()
-        if isinstance(s, jax.sharding.Sharding):
-            return s
-        raise _NoJaxForm
-
     try:
-        converted = jax.tree_util.tree_map(convert, tree, is_leaf=is_spec_leaf)
+        converted = jax.tree_util.tree_map(
+            lambda s: _jax_leaf(s, mesh, unspecified), tree, is_leaf=is_spec_leaf
+        )
     except _NoJaxForm:
         return None
     leaves = jax.tree_util.tree_leaves(converted, is_leaf=lambda x: x is unspecified)
-    if not leaves or all(x is unspecified for x in leaves):
+    if not leaves or any(x is unspecified for x in leaves):
         return None
-    if any(x is unspecified for x in leaves):
-        return None  # jax.jit takes no per-leaf "unspecified" publicly
     found: object = converted
     return found
 
 
 def _jax_form(tree: object) -> Any:
-    """in/out_shardings as jax.jit takes them: meshjit's shardings as jax's,
-    bare PartitionSpecs on the context mesh, unspecified leaves None, Format
-    leaves with their sharding converted; _NoJaxForm for AUTO."""
+    """in/out_shardings as jax.jit takes them (see `_jax_leaf`; unspecified
+    leaves None); _NoJaxForm where a leaf has no jax form."""
     if tree is UNSPECIFIED:
         return None
     mesh = context_mesh()
-
-    def convert(s: object) -> object:
-        if s is UNSPECIFIED or s is None:
-            return None
-        if bridge.is_format(s):
-            sharding, layout = split_format(s)
-            return bridge.make_format(layout, convert(sharding))
-        if isinstance(s, PartitionSpec | jax.sharding.PartitionSpec):
-            if mesh is None:
-                raise _NoJaxForm
-            spec = s if isinstance(s, jax.sharding.PartitionSpec) else s.to_jax()
-            return jax.sharding.NamedSharding(mesh.to_jax(), spec)
-        if isinstance(s, Sharding):
-            return s.to_jax()
-        if isinstance(s, jax.sharding.Sharding):
-            return s
-        raise _NoJaxForm
-
-    return jax.tree_util.tree_map(convert, tree, is_leaf=is_spec_leaf)
+    return jax.tree_util.tree_map(
+        lambda s: _jax_leaf(s, mesh, None), tree, is_leaf=is_spec_leaf
+    )
 
 
 class _NoJaxForm(Exception):
