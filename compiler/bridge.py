@@ -536,6 +536,24 @@ def leaked_tracer_error(traced: Any) -> Exception | None:
     return None
 
 
+def inspects_sharding(traced: Any) -> bool:
+    """Whether a jax `Traced`'s program calls jax.debug.inspect_array_sharding
+    (looked for only where the program has jax's debug effect)."""
+    from jax._src import core, debugging
+
+    closed = traced.jaxpr
+    if debugging.debug_effect not in closed.effects:
+        return False
+    stack = [closed.jaxpr]
+    while stack:
+        jaxpr = stack.pop()
+        for eqn in jaxpr.eqns:
+            if eqn.primitive is debugging.inspect_sharding_p:
+                return True
+            stack.extend(core.jaxprs_in_params(eqn.params))
+    return False
+
+
 def on_clear_caches(cache: Any, what: str) -> None:
     """Has `jax.clear_caches()` call `cache.cache_clear()` too (`cache` also
     has `cache_info()` and `cache_keys()`; jax holds it weakly)."""

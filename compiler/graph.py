@@ -155,7 +155,10 @@ def convert_attr(attr: ir.Attribute) -> AttrValue:
     if isinstance(attr, ir.FloatAttr):
         return float(attr.value)
     if isinstance(attr, ir.StringAttr):
-        return str(attr.value)
+        try:
+            return str(attr.value)
+        except (RuntimeError, UnicodeDecodeError):  # bytes, not UTF-8 text
+            return Opaque(str(attr))  # (jax's callback pointers, printed escaped)
     if isinstance(attr, _DENSE_ARRAYS):
         return tuple(attr)
     if isinstance(attr, ir.ArrayAttr):

@@ -396,6 +396,14 @@ def _trace(
         traced = jax.jit(flat, keep_unused=keep_unused).trace(
             *(leaf.sds() for leaf in leaves)
         )
+        if bridge.inspects_sharding(traced):
+            # (jax's lowering would call it now, with a one-device answer)
+            raise ShardingError(
+                "jax.debug.inspect_array_sharding is not supported by meshjit "
+                "yet (XLA's partitioner calls its callback, and meshjit "
+                "partitions in its place): see the shardings meshjit chose in "
+                "Compiled.as_text('partitioned') or meshjit's sharding report"
+            )
         # Types on an AbstractMesh only (no devices): jax lowers them for a
         # named platform; the module does not depend on which.
         abstract = any(
