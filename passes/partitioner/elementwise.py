@@ -62,14 +62,6 @@ def custom_call(node: Node, ctx: PartitionCtx) -> None:
     JAX writes on LAPACK calls, or the rule table's for its target) runs on
     local blocks of the dims that rule lets split (batch dims); a target with
     no rule runs replicated."""
-    if node.attrs.get("call_target_name") == "InspectSharding":
-        raise PartitionFailure(
-            node.loc,
-            "jax.debug.inspect_array_sharding is not supported by meshjit yet "
-            "(XLA's partitioner calls its callback, and meshjit partitions in "
-            "its place): see the shardings meshjit chose in "
-            "Compiled.as_text('partitioned') or meshjit's sharding report",
-        )
     own = node.attrs.get("sdy.sharding_rule")
     rule = (
         ShardingRule.parse(own.text) if isinstance(own, Opaque) else rule_of(ctx, node)

@@ -528,3 +528,16 @@ func.func public @scan_reads_rows_of_a_split_carry(%xs: tensor<16x4xf32> {sdy.sh
   }
   return %r#2 : tensor<4xf32>
 }
+
+// -----
+// A string attribute that is not UTF-8 text (jax.debug.inspect_array_sharding's
+// backend_config holds a callback pointer) is read and written back byte for
+// byte (reading it crashed the graph reader); the unknown target runs
+// replicated, as any (meshjit.jit refuses inspect_array_sharding earlier).
+sdy.mesh @mesh = <["x"=2]>
+// CHECK-LABEL: func.func public @bytes_in_a_string_attribute
+// CHECK: stablehlo.custom_call @InspectSharding(%{{.*}}) {backend_config = "\10\05J\FB\A8\7F\00\00`\EB\1C\E0\A8\7F\00\00", has_side_effect = true} : (tensor<8xi32>) -> tensor<8xi32>
+func.func public @bytes_in_a_string_attribute(%x: tensor<8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> tensor<8xi32> {
+  %0 = stablehlo.custom_call @InspectSharding(%x) {backend_config = "\10\05J\FB\A8\7F\00\00`\EB\1C\E0\A8\7F\00\00", has_side_effect = true} : (tensor<8xi32>) -> tensor<8xi32>
+  return %x : tensor<8xi32>
+}

@@ -56,13 +56,3 @@ func.func public @unreduced_free_axis(%x: tensor<8xf32> {sdy.sharding = #sdy.sha
   } : (tensor<8xf32>) -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }
-// -----
-// jax.debug.inspect_array_sharding: a custom call whose backend_config holds
-// raw bytes (a callback pointer for XLA's partitioner) is read (it crashed
-// the graph reader) and refused at its line.
-sdy.mesh @mesh = <["x"=2]>
-func.func public @inspect(%x: tensor<8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> tensor<8xi32> {
-  // CHECK: partition_errors.mlir:[[# @LINE + 1]]:8: error: jax.debug.inspect_array_sharding is not supported by meshjit yet
-  %0 = stablehlo.custom_call @InspectSharding(%x) {backend_config = "\10\05J\FB\A8\7F\00\00`\EB\1C\E0\A8\7F\00\00", has_side_effect = true} : (tensor<8xi32>) -> tensor<8xi32>
-  return %x : tensor<8xi32>
-}
