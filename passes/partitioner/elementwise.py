@@ -10,7 +10,12 @@ from meshjit.dialects.reshard import Layout
 from meshjit.dialects.rules import ShardingRule
 from meshjit.passes.partitioner.context import PartitionCtx, joins_blocks, listed_ids
 from meshjit.passes.partitioner.factors import FactorLimits
-from meshjit.passes.partitioner.layouts import axis_text, is_elementwise, replicated
+from meshjit.passes.partitioner.layouts import (
+    axis_text,
+    is_elementwise,
+    replicated,
+    uneven_dims,
+)
 from meshjit.passes.partitioner.local import emit, prepare, rule_of, run_replicated
 from meshjit.passes.partitioner.report import PartitionFailure
 
@@ -57,11 +62,24 @@ def _one_sided(rule: ShardingRule) -> frozenset[int]:
     return frozenset(f for f in ins ^ outs if rule.sizes[f] > 1)
 
 
+# jax's host callbacks with `partitioned=True` (`jax.debug.print`,
+# `jax.debug.callback`): called on every device with its own block.
+PER_SHARD_CALLBACKS = frozenset(
+    {
+        "xla_ffi_partitioned_python_cpu_callback",
+        "xla_ffi_partitioned_python_gpu_callback",
+    }
+)
+
+
 def custom_call(node: Node, ctx: PartitionCtx) -> None:
     """A custom call with a sharding rule (its own `sdy.sharding_rule`, as
     JAX writes on LAPACK calls, or the rule table's for its target) runs on
     local blocks of the dims that rule lets split (batch dims); a target with
     no rule runs replicated."""
+    if node.attrs.get("call_target_name") in PER_SHARD_CALLBACKS:
+        per_shard_callback(node, ctx)
+        return
     own = node.attrs.get("sdy.sharding_rule")
     rule = (
         ShardingRule.parse(own.text) if isinstance(own, Opaque) else rule_of(ctx, node)
@@ -75,6 +93,34 @@ def custom_call(node: Node, ctx: PartitionCtx) -> None:
     in_operands = {f for t in rule.operands for d in t for f in d}
     results_only = frozenset(range(rule.num_factors)) - in_operands
     emit(ctx, node, prepare(ctx, node, rule, FactorLimits(forbidden=results_only)))
+
+
+def per_shard_callback(node: Node, ctx: PartitionCtx) -> None:
+    """A host callback jax lowers with `partitioned=True`: every device calls
+    it with its own block of each operand, in the layout the operand has
+    here (as XLA's partitioner does; jax writes a one-device sharding on the
+    op, which such a call does not follow). A partial sum is summed first,
+    and a dim its axes do not divide is gathered (a padded block's padding
+    is not the user's data). Such a call returns only its token (jax
+    refuses results)."""
+    operands = []
+    for i, vid in enumerate(node.operands):
+        shape = ctx.graph.value(vid).shape
+        held = ctx.layout(vid)
+        if shape is not None:
+            uneven = set(uneven_dims(shape, held, ctx.mesh))
+            held = tuple(() if d in uneven else axes for d, axes in enumerate(held))
+        operands.append(ctx.value_reshard(vid, held, node, f"operand {i}"))
+    results = [ctx.global_ty(v) for v in node.results]
+    if any(t.shape is not None for t in results):
+        raise PartitionFailure(
+            node.loc,
+            f"a partitioned host callback ({node.attrs.get('call_target_name')}) "
+            "with tensor results: jax allows only a token result",
+        )
+    outs = ctx.b.op(node.op, operands, results, ctx.op_attrs(node))
+    for vid, out in zip(node.results, outs, strict=True):
+        ctx.bind(vid, out)
 
 
 def user_collective(node: Node, ctx: PartitionCtx) -> None:

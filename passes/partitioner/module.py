@@ -27,7 +27,7 @@ from meshjit.passes.partitioner.control_flow import manual_axis_names
 from meshjit.passes.partitioner.cost import DEFAULT as DEFAULT_COST
 from meshjit.passes.partitioner.cost import CostModel
 from meshjit.passes.partitioner.edges import whole_edges
-from meshjit.passes.partitioner.elementwise import LOCAL_BY_TYPE
+from meshjit.passes.partitioner.elementwise import LOCAL_BY_TYPE, PER_SHARD_CALLBACKS
 from meshjit.passes.partitioner.layouts import (
     axis_text,
     is_elementwise,
@@ -195,6 +195,8 @@ def _placed_ops(
         found = node.attrs.get("sdy.sharding")
         if not isinstance(found, Opaque):
             continue
+        if node.attrs.get("call_target_name") in PER_SHARD_CALLBACKS:
+            continue  # called on every device, on its block
         shardings = _parse_per_value(found.text)
         names = {s.mesh_name for s in shardings}
         if not names or not names <= maximal.keys():

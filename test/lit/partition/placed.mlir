@@ -41,3 +41,29 @@ func.func public @callback_result(%x: tensor<8xf32> {sdy.sharding = #sdy.shardin
   %0 = stablehlo.custom_call @cb(%x) {has_side_effect = true, sdy.sharding = #sdy.sharding_per_value<[<@maximal_mesh_0, []>]>} : (tensor<8xf32>) -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }
+
+// -----
+// A partitioned host callback (jax's `partitioned=True`) is not placed,
+// though jax writes a one-device sharding on it: every device calls it with
+// its own block (no gather, no stablehlo.if); a dim its axes do not divide
+// is gathered first (the padded block's padding is no data of the user's).
+sdy.mesh @mesh = <["x"=4]>
+sdy.mesh @maximal_mesh_0 = <[], device_ids=[0]>
+// CHECK-LABEL: func.func public @per_shard
+// CHECK: sdy.manual_computation(%arg0, %arg1, %arg2)
+// CHECK-SAME: (%[[TOK:.*]]: !stablehlo.token, %[[X:.*]]: tensor<4xf32>, %[[Y:.*]]: tensor<6xf32>)
+// CHECK-NOT: stablehlo.if
+// CHECK: %[[T1:.*]] = stablehlo.custom_call @xla_ffi_partitioned_python_cpu_callback(%[[TOK]], %[[X]])
+// CHECK-NOT: sdy.sharding
+// CHECK-SAME: (!stablehlo.token, tensor<4xf32>) -> !stablehlo.token
+// CHECK: %[[WHOLE:.*]] = "stablehlo.all_gather"
+// CHECK: %[[W:.*]] = stablehlo.slice %[[WHOLE]] [0:6]
+// CHECK: stablehlo.custom_call @xla_ffi_partitioned_python_cpu_callback(%[[T1]], %[[W]])
+// CHECK-SAME: (!stablehlo.token, tensor<6xf32>) -> !stablehlo.token
+func.func public @per_shard(%tok: !stablehlo.token, %x: tensor<16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}, %y: tensor<6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}) -> !stablehlo.token {
+  %0 = stablehlo.custom_call @xla_ffi_partitioned_python_cpu_callback(%tok, %x) {has_side_effect = true, mhlo.backend_config = {index = 0 : ui64}, sdy.sharding = #sdy.sharding_per_value<[<@maximal_mesh_0, []>]>} : (!stablehlo.token, tensor<16xf32>) -> !stablehlo.token
+  %z = stablehlo.multiply %y, %y : tensor<6xf32>
+  %c = sdy.sharding_constraint %z <@mesh, [{"x"}]> : tensor<6xf32>
+  %1 = stablehlo.custom_call @xla_ffi_partitioned_python_cpu_callback(%0, %c) {has_side_effect = true, mhlo.backend_config = {index = 1 : ui64}, sdy.sharding = #sdy.sharding_per_value<[<@maximal_mesh_0, []>]>} : (!stablehlo.token, tensor<6xf32>) -> !stablehlo.token
+  return %1 : !stablehlo.token
+}

@@ -3,7 +3,9 @@ pure_callback) inside meshjit.jit, against jax.jit on 8 CPU devices.
 
 jax places a callback outside shard_map on one device (a maximal sharding);
 meshjit's partitioner runs it there only, on its operands gathered whole, and
-sums a callback's results to every device. Ordered effects thread jax's
+sums a callback's results to every device. A `partitioned=True` debug
+callback is called on every device with its block, as XLA's partitioner
+does. Ordered effects thread jax's
 tokens between calls, so callbacks run in program order across calls too.
 """
 
@@ -56,6 +58,64 @@ def test_debug_callback_runs_once_on_the_whole_value() -> None:
     np.testing.assert_array_equal(ours[0], np.arange(16) * 3)
     np.testing.assert_array_equal(out, want)
     assert out.sharding.spec == P("x")
+
+
+def _blocks(seen: list[np.ndarray]) -> list[tuple[tuple[int, ...], bytes]]:
+    return sorted((a.shape, a.tobytes()) for a in seen)
+
+
+@pytest.mark.parametrize("spec", [P("x", "y"), P(None, "y"), P()])
+def test_partitioned_debug_callback_runs_on_every_device_on_its_block(
+    spec: P,
+) -> None:
+    """`partitioned=True`: one call per device, on that device's block (jax:
+    XLA's partitioner calls it per shard), not once on the whole value."""
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+
+    def make(seen: list[np.ndarray]) -> Any:
+        def f(x: jax.Array) -> jax.Array:
+            y = jnp.sin(x) * 2
+            jax.debug.callback(
+                lambda v: seen.append(np.asarray(v)), y, partitioned=True
+            )
+            return y + 1
+
+        return f
+
+    x = jax.device_put(
+        np.arange(64, dtype=np.float32).reshape(8, 8), NamedSharding(mesh, spec)
+    )
+    ours, out = calls_of(meshjit.jit, make, x)
+    theirs, want = calls_of(jax.jit, make, x)
+    assert len(ours) == len(theirs) == 8
+    assert _blocks(ours) == _blocks(theirs)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_partitioned_debug_callback_of_a_partial_sum_sees_the_sum() -> None:
+    """A contraction over a split dim left as a partial sum is summed before
+    the callback sees it; a dim its axis does not divide is passed whole."""
+    seen: list[np.ndarray] = []
+
+    @meshjit.jit
+    def f(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
+        y = a @ b
+        jax.debug.callback(lambda v: seen.append(np.asarray(v)), y, partitioned=True)
+        z = jax.lax.with_sharding_constraint(c * 2, NamedSharding(MESH, P("x")))
+        jax.debug.callback(lambda v: seen.append(np.asarray(v)), z, partitioned=True)
+        return y
+
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    b = np.ones((8, 2), np.float32)
+    out = f(sharded(a.T).T, sharded(b), np.arange(12, dtype=np.float32))
+    jax.effects_barrier()
+    np.testing.assert_array_equal(out, a @ b)
+    sums = [v for v in seen if v.shape == (4, 2)]
+    assert len(sums) == 8
+    assert all((v == a @ b).all() for v in sums)
+    whole = [v for v in seen if v.shape == (12,)]
+    assert len(whole) == 8
+    assert all((v == np.arange(12) * 2).all() for v in whole)
 
 
 def test_debug_print_of_a_sum() -> None:
