@@ -92,6 +92,40 @@ def test_partitioned_debug_callback_runs_on_every_device_on_its_block(
     np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("manual", [("x",), ("x", "y")])
+def test_partitioned_debug_callback_inside_shard_map(manual: tuple[str, ...]) -> None:
+    """In a shard_map: per device over every manual axis (jax's lowering
+    gathers the free axes and calls it at their first position)."""
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"))
+
+    def make(seen: list[np.ndarray]) -> Any:
+        def body(a: jax.Array) -> jax.Array:
+            jax.debug.callback(
+                lambda v: seen.append(np.asarray(v)), a * 2, partitioned=True
+            )
+            return a + 1
+
+        def f(x: jax.Array) -> jax.Array:
+            return jax.shard_map(
+                body,
+                mesh=mesh,
+                in_specs=P("x"),
+                out_specs=P("x"),
+                axis_names=set(manual),
+            )(x)
+
+        return f
+
+    x = jax.device_put(
+        np.arange(64, dtype=np.float32).reshape(8, 8), NamedSharding(mesh, P("x", "y"))
+    )
+    ours, out = calls_of(meshjit.jit, make, x)
+    theirs, want = calls_of(jax.jit, make, x)
+    assert len(ours) == len(theirs) == (4 if manual == ("x",) else 8)
+    assert _blocks(ours) == _blocks(theirs)
+    np.testing.assert_array_equal(out, want)
+
+
 def test_partitioned_debug_callback_of_a_partial_sum_sees_the_sum() -> None:
     """A contraction over a split dim left as a partial sum is summed before
     the callback sees it; a dim its axis does not divide is passed whole."""
