@@ -1395,7 +1395,8 @@ class Compiled(_Stage):
                 )
             shape = tuple(np.shape(v))
             dtype = getattr(v, "dtype", None)
-            if isinstance(dtype, np.dtype):  # numpy int64 is int32 without x64
+            if isinstance(dtype, np.dtype) and not isinstance(v, jax.Array):
+                # numpy int64 is int32 without x64 (a jax array's is its own)
                 dtype = jax.dtypes.canonicalize_dtype(dtype)
             if shape != leaf.shape or (
                 dtype is not None and leaf_dtype(dtype) != leaf.dtype

@@ -73,13 +73,29 @@ class LeafInfo:
             self.ref,
         )
 
-    def sds(self) -> jax.ShapeDtypeStruct:
+    def sds(self) -> Any:
+        """What jax traces the leaf as: a ShapeDtypeStruct, or a ShapedArray
+        for a 64-bit array while jax_enable_x64 is off (made under
+        `jax.enable_x64()`: jax traces it as it is and converts inside the
+        program, where a ShapeDtypeStruct would narrow it)."""
         sharding = self.sharding
         if sharding is None and self.auto_mesh is not None:
             sharding = jax.sharding.NamedSharding(self.auto_mesh, jax.P())
+        if self.narrowed():
+            if sharding is not None:  # an aval's mesh is abstract
+                mesh = getattr(sharding.mesh, "abstract_mesh", sharding.mesh)
+                sharding = jax.sharding.NamedSharding(mesh, sharding.spec)
+            return jax.core.ShapedArray(
+                self.shape, self.dtype, self.weak_type, sharding=sharding
+            )
         return jax.ShapeDtypeStruct(
             self.shape, self.dtype, weak_type=self.weak_type, sharding=sharding
         )
+
+    def narrowed(self) -> bool:
+        """A dtype jax narrows in a ShapeDtypeStruct (int64 while
+        jax_enable_x64 is off)."""
+        return not is_key_dtype(self.dtype) and self.dtype != abstract_dtype(self.dtype)
 
     def describe(self) -> str:
         return describe_aval(self)
@@ -412,6 +428,8 @@ def _trace(
                 and not isinstance(leaf.sharding.mesh, jax.sharding.Mesh)
             )
             or leaf.auto_mesh is not None
+            # (a 64-bit leaf's typed sharding is traced on its abstract mesh)
+            or (leaf.sharding is not None and leaf.narrowed())
             for leaf in leaves
         ) or (
             bridge.abstract_mesh_context() is not None

@@ -106,6 +106,40 @@ def test_lower_on_a_64_bit_shape_dtype_struct_is_canonical_as_under_jax() -> Non
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
 
 
+@pytest.mark.parametrize("axis_type", ["none", "Auto", "Explicit"])
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_a_64_bit_array_made_under_enable_x64_is_taken_as_it_is(
+    axis_type: str, dtype: Any
+) -> None:
+    """An array made under `jax.enable_x64()` keeps its 64-bit dtype after;
+    jax traces it as it is (the program converts it), so the executable
+    takes its buffer (meshjit traced it narrowed and handed the 64-bit buffer
+    to a 32-bit parameter: RuntimeProgramInputMismatch; jax's
+    x64_context_test.test_convert_element_type)."""
+    assert not jax.config.jax_enable_x64  # type: ignore[attr-defined]
+    with jax.enable_x64():
+        if axis_type == "none":
+            x = jnp.arange(16, dtype=dtype)
+        else:
+            kind = getattr(jax.sharding.AxisType, axis_type)
+            mesh = jax.make_mesh((8,), ("x",), axis_types=(kind,))
+            x = jax.device_put(np.arange(16, dtype=dtype), NamedSharding(mesh, P("x")))
+    assert x.dtype == dtype
+
+    def f(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return x.astype(jnp.int32) * 2, x.astype(jnp.float32).sum()
+
+    want = jax.jit(f)(x)
+    for _ in range(3):  # the first call, then the fast path
+        got = meshjit.jit(f)(x)
+        for ours, theirs in zip(got, want, strict=True):
+            assert ours.dtype == theirs.dtype
+            np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    compiled = meshjit.jit(f).lower(x).compile()
+    assert compiled.in_avals[0][0].dtype == dtype
+    np.testing.assert_array_equal(np.asarray(compiled(x)[0]), np.asarray(want[0]))
+
+
 def test_lowered_on_an_abstract_mesh_compiles_for_a_device_assignment() -> None:
     """Shardings on an AbstractMesh (no devices): lowering needs
     `lowering_platforms` (as in jax), compiling needs `device_assignment`,
