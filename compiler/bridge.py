@@ -10,7 +10,9 @@ range named, not deep in a pass.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -536,22 +538,83 @@ def leaked_tracer_error(traced: Any) -> Exception | None:
     return None
 
 
-def inspects_sharding(traced: Any) -> bool:
-    """Whether a jax `Traced`'s program calls jax.debug.inspect_array_sharding
-    (looked for only where the program has jax's debug effect)."""
+INSPECT_TARGET = "InspectSharding"  # jax's custom call target for the op
+INSPECT_PREFIX = "meshjit.inspect:"  # + id(callback), as its backend_config
+
+
+class _Inspecting(threading.local):
+    active: bool = False
+
+
+_INSPECTING = _Inspecting()
+_INSPECT_RULE: list[Any] = []  # jax's own lowering rule, once replaced
+_INSPECT_LOCK = threading.Lock()
+
+
+@contextmanager
+def lowering_inspections() -> Iterator[None]:
+    """While jax lowers a program in this block (this thread),
+    `jax.debug.inspect_array_sharding` lowers to a custom call
+    @InspectSharding whose backend_config names its callback (by `id`, see
+    `inspect_callbacks`), not to jax's encoded pointer to a callback that
+    XLA's partitioner calls (meshjit partitions in its place, and calls it
+    with the sharding its propagation chose); jax's one-device shortcut
+    (the callback called at once) is not taken. Elsewhere jax's rule
+    lowers it as before."""
+    from jax._src import debugging
+    from jax._src.lib.mlir.dialects import hlo  # type: ignore[attr-defined]
+
+    with _INSPECT_LOCK:
+        if not _INSPECT_RULE:
+            _INSPECT_RULE.append(_replace_inspect_rule(debugging, hlo))
+    saved = _INSPECTING.active
+    _INSPECTING.active = True
+    try:
+        yield
+    finally:
+        _INSPECTING.active = saved
+
+
+def _replace_inspect_rule(debugging: Any, hlo: Any) -> Any:
+    """Registers `lowering_inspections`' rule for jax's inspect_sharding_p;
+    returns jax's."""
+    found = _jax_mlir._lowerings[debugging.inspect_sharding_p].rule
+
+    def rule(ctx: Any, value: Any, *, callback: Any) -> Any:
+        if not _INSPECTING.active:
+            return found(ctx, value, callback=callback)
+        hlo.CustomCallOp(
+            [value.type],
+            [value],
+            call_target_name=ir.StringAttr.get(INSPECT_TARGET),
+            has_side_effect=ir.BoolAttr.get(True),
+            backend_config=ir.StringAttr.get(f"{INSPECT_PREFIX}{id(callback)}"),
+        )
+        return []
+
+    _jax_mlir.register_lowering(debugging.inspect_sharding_p, rule)
+    return found
+
+
+def inspect_callbacks(traced: Any) -> dict[int, Any]:
+    """The callbacks of the jax.debug.inspect_array_sharding calls in a jax
+    `Traced`'s program, by `id` (looked for only where the program has jax's
+    debug effect); holding them keeps the ids the module names valid."""
     from jax._src import core, debugging
 
     closed = traced.jaxpr
+    found: dict[int, Any] = {}
     if debugging.debug_effect not in closed.effects:
-        return False
+        return found
     stack = [closed.jaxpr]
     while stack:
         jaxpr = stack.pop()
         for eqn in jaxpr.eqns:
             if eqn.primitive is debugging.inspect_sharding_p:
-                return True
+                callback = eqn.params["callback"]
+                found[id(callback)] = callback
             stack.extend(core.jaxprs_in_params(eqn.params))
-    return False
+    return found
 
 
 def on_clear_caches(cache: Any, what: str) -> None:

@@ -443,6 +443,7 @@ _POINTWISE_TARGETS = frozenset(
         "InvertDiagBlocksLowerTriangular",
         "InvertDiagBlocksUpperTriangular",
         "LayoutConstraint",
+        "InspectSharding",  # jax.debug.inspect_array_sharding's
         "X64Combine",
         "annotate_device_placement",
         "mhlo.erf",

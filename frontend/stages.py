@@ -24,17 +24,24 @@ from jax.tree_util import PyTreeDef
 
 from meshjit.compiler import bridge, persistent_cache
 from meshjit.compiler.diagnostics import DiagnosticError, Diagnostics
-from meshjit.compiler.graph import graph_session, write_attrs
+from meshjit.compiler.graph import Opaque, graph_session, read_graph, write_attrs
 from meshjit.compiler.ir import ir, make_context, parse_module, print_module
 from meshjit.compiler.pipeline import Instrumentation, parse_pipeline, run_pipeline
 from meshjit.compiler.spmd import Compiled as SpmdCompiled
 from meshjit.compiler.spmd import compile_parsed, load_compiled
+from meshjit.dialects import gspmd_text, sdy_text
 from meshjit.dialects.sharding import MeshModel, TensorSharding, view_axes
-from meshjit.errors import DeletedArgumentError, JitArgumentError, ShardingError
+from meshjit.errors import (
+    DeletedArgumentError,
+    InternalError,
+    JitArgumentError,
+    ShardingError,
+)
 from meshjit.frontend.args import CallForm, Entry, describe_aval, is_key_dtype
 from meshjit.frontend.dispatch import Dispatcher
+from meshjit.frontend.mesh import Mesh
 from meshjit.frontend.resolve import Placement
-from meshjit.frontend.sharding import NamedSharding
+from meshjit.frontend.sharding import GSPMDSharding, NamedSharding
 from meshjit.frontend.sharding import PartitionSpec as MeshjitP
 from meshjit.frontend.trace import (
     LeafInfo,
@@ -580,6 +587,8 @@ class Lowered(_Stage):
                     warnings.warn(
                         f"{self._inputs.api}: {message}", UserWarning, stacklevel=4
                     )
+            if self._inputs.traced.inspections:
+                self._call_inspections(module, source)
             n = _tokens(self._inputs)
             arg_sh, res_sh = interface_shardings(module)
             aliases = self._donation((arg_sh[n:], res_sh[n:]))
@@ -587,6 +596,38 @@ class Lowered(_Stage):
                 shifted = {a + n: r + n for a, r in aliases.items()}
                 write_attrs(module, alias_plan(module, shifted, source))
             yield module, source
+
+    def _call_inspections(self, module: ir.Module, source: str) -> None:
+        """Calls each jax.debug.inspect_array_sharding callback with the
+        sharding propagation chose for its value (jax's callback is called
+        by XLA's partitioner, at compile time, with the sharding it chose):
+        a jax NamedSharding on the placement's mesh, P() where the value is
+        replicated (or inside a shard_map, manual over every axis), a
+        GSPMDSharding where a sub-axis has no spec spelling."""
+        callbacks = self._inputs.traced.inspections
+        mesh = self._inputs.placement.mesh
+        jax_mesh = mesh.to_jax()
+        for node in read_graph(module, source).walk():
+            if node.attrs.get("call_target_name") != bridge.INSPECT_TARGET:
+                continue
+            config = node.attrs.get("backend_config")
+            if not isinstance(config, str) or not config.startswith(
+                bridge.INSPECT_PREFIX
+            ):
+                continue
+            callback = callbacks.get(int(config[len(bridge.INSPECT_PREFIX) :]))
+            if callback is None:
+                raise InternalError(
+                    f"an @InspectSharding names a callback ({config}) the "
+                    "trace does not hold"
+                )
+            found = node.attrs.get("sdy.sharding")
+            chosen = (
+                sdy_text.parse_sharding_per_value(found.text)[0]
+                if isinstance(found, Opaque)
+                else None
+            )
+            callback(_inspected_sharding(chosen, mesh, jax_mesh))
 
     def _donation(
         self,
@@ -915,6 +956,26 @@ def _layout(s: TensorSharding | None, ndim: int) -> tuple[tuple[str, ...], ...]:
     if s is None:
         return ((),) * ndim
     return tuple(tuple(str(a) for a in d.axes) for d in s.dims)
+
+
+def _inspected_sharding(
+    chosen: TensorSharding | None, mesh: Mesh, jax_mesh: jax.sharding.Mesh
+) -> jax.sharding.Sharding:
+    """What jax.debug.inspect_array_sharding's callback gets for a value
+    propagation laid out as `chosen` (None: replicated) on `mesh`."""
+    dims = [] if chosen is None else [d.axes for d in chosen.dims]
+    if all(a.size is None and a.name in jax_mesh.axis_names for d in dims for a in d):
+        spec = [
+            None if not d else d[0].name if len(d) == 1 else tuple(a.name for a in d)
+            for d in dims
+        ]
+        while spec and spec[-1] is None:
+            spec.pop()
+        return jax.sharding.NamedSharding(jax_mesh, jax.P(*spec))
+    assert chosen is not None
+    hlo = gspmd_text.hlo_from_tensor_sharding(mesh.to_model(), chosen)
+    made: jax.sharding.Sharding = GSPMDSharding(mesh.flat_devices, hlo).to_jax()
+    return made
 
 
 def _short(s: Any) -> str:

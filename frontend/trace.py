@@ -374,6 +374,9 @@ class TracedModule:
     # returns their new values right after the function's outputs (before
     # those of the mutable arrays it closes over).
     ref_args: tuple[int, ...] = ()
+    # jax.debug.inspect_array_sharding's callbacks, by the id its custom call
+    # @InspectSharding names (`bridge.lowering_inspections`)
+    inspections: Mapping[int, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -412,14 +415,6 @@ def _trace(
         traced = jax.jit(flat, keep_unused=keep_unused).trace(
             *(leaf.sds() for leaf in leaves)
         )
-        if bridge.inspects_sharding(traced):
-            # (jax's lowering would call it now, with a one-device answer)
-            raise ShardingError(
-                "jax.debug.inspect_array_sharding is not supported by meshjit "
-                "yet (XLA's partitioner calls its callback, and meshjit "
-                "partitions in its place): see the shardings meshjit chose in "
-                "Compiled.as_text('partitioned') or meshjit's sharding report"
-            )
         # Types on an AbstractMesh only (no devices): jax lowers them for a
         # named platform; the module does not depend on which.
         abstract = any(
@@ -435,11 +430,12 @@ def _trace(
             bridge.abstract_mesh_context() is not None
             and bridge.set_mesh_context() is None
         )
-        lowered = (
-            traced.lower(lowering_platforms=(jax.default_backend(),))
-            if abstract
-            else traced.lower()
-        )
+        with bridge.lowering_inspections():
+            lowered = (
+                traced.lower(lowering_platforms=(jax.default_backend(),))
+                if abstract
+                else traced.lower()
+            )
     finally:
         _RECORDER.stack.pop()
         _RECORDER.contexts.pop()
@@ -579,6 +575,7 @@ def trace_function(
         refs,
         written,
         ref_args,
+        bridge.inspect_callbacks(traced),
     )
 
 

@@ -1289,7 +1289,9 @@ class PartitionCtx:
     def emit_verbatim(self, node: Node) -> None:
         """`node` as it is, on the values bound to its operands (sharding
         annotations dropped: this is per-device code already)."""
-        if node.op in ("sdy.sharding_constraint", "sdy.reshard"):
+        if node.op in ("sdy.sharding_constraint", "sdy.reshard") or (
+            node.attrs.get("call_target_name") == "InspectSharding"
+        ):  # (for InspectSharding see `elementwise.custom_call`)
             self.bind(node.results[0], self.val(node.operands[0]))
             return
         if node.op == "func.call":

@@ -77,8 +77,18 @@ def custom_call(node: Node, ctx: PartitionCtx) -> None:
     JAX writes on LAPACK calls, or the rule table's for its target) runs on
     local blocks of the dims that rule lets split (batch dims); a target with
     no rule runs replicated."""
-    if node.attrs.get("call_target_name") in PER_SHARD_CALLBACKS:
+    target = node.attrs.get("call_target_name")
+    if target in PER_SHARD_CALLBACKS:
         per_shard_callback(node, ctx)
+        return
+    if target == "InspectSharding":
+        # jax.debug.inspect_array_sharding's: meshjit.jit calls its callback
+        # with the propagated sharding before partitioning; the per-device
+        # program needs none (XLA's partitioner would call a callback it
+        # names by address). Its result is its operand, in its layout.
+        src, held = node.operands[0], ctx.layout(node.operands[0])
+        value = ctx.value_reshard(src, held, node, "operand 0")
+        ctx.bind_result(node.results[0], value, held, node)
         return
     own = node.attrs.get("sdy.sharding_rule")
     rule = (

@@ -530,14 +530,35 @@ func.func public @scan_reads_rows_of_a_split_carry(%xs: tensor<16x4xf32> {sdy.sh
 }
 
 // -----
-// A string attribute that is not UTF-8 text (jax.debug.inspect_array_sharding's
-// backend_config holds a callback pointer) is read and written back byte for
-// byte (reading it crashed the graph reader); the unknown target runs
-// replicated, as any (meshjit.jit refuses inspect_array_sharding earlier).
+// A string attribute that is not UTF-8 text (jax's InspectSharding custom
+// call holds a callback pointer there) is read and written back byte for
+// byte (reading it crashed the graph reader); an unknown target runs
+// replicated, as any.
 sdy.mesh @mesh = <["x"=2]>
 // CHECK-LABEL: func.func public @bytes_in_a_string_attribute
-// CHECK: stablehlo.custom_call @InspectSharding(%{{.*}}) {backend_config = "\10\05J\FB\A8\7F\00\00`\EB\1C\E0\A8\7F\00\00", has_side_effect = true} : (tensor<8xi32>) -> tensor<8xi32>
+// CHECK: "stablehlo.all_gather"
+// CHECK: stablehlo.custom_call @my_target(%{{.*}}) {backend_config = "\10\05J\FB\A8\7F\00\00`\EB\1C\E0\A8\7F\00\00", has_side_effect = true} : (tensor<8xi32>) -> tensor<8xi32>
 func.func public @bytes_in_a_string_attribute(%x: tensor<8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> tensor<8xi32> {
-  %0 = stablehlo.custom_call @InspectSharding(%x) {backend_config = "\10\05J\FB\A8\7F\00\00`\EB\1C\E0\A8\7F\00\00", has_side_effect = true} : (tensor<8xi32>) -> tensor<8xi32>
+  %0 = stablehlo.custom_call @my_target(%x) {backend_config = "\10\05J\FB\A8\7F\00\00`\EB\1C\E0\A8\7F\00\00", has_side_effect = true} : (tensor<8xi32>) -> tensor<8xi32>
   return %x : tensor<8xi32>
+}
+
+// -----
+// jax.debug.inspect_array_sharding's custom call (@InspectSharding) is
+// removed, in the partitioned body and in a shard_map's alike: meshjit.jit
+// calls its callback with the propagated sharding before partitioning, and
+// XLA's partitioner would call the callback its backend_config points to.
+// Its result is its operand: nothing is gathered for it.
+sdy.mesh @mesh = <["x"=2]>
+// CHECK-LABEL: func.func public @inspect_sharding
+// CHECK-NOT: InspectSharding
+// CHECK-NOT: all_gather
+// CHECK: return
+func.func public @inspect_sharding(%x: tensor<8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) -> (tensor<8xi32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}]>}) {
+  %0 = stablehlo.custom_call @InspectSharding(%x) {backend_config = "\10\05J\FB\A8\7F\00\00", has_side_effect = true} : (tensor<8xi32>) -> tensor<8xi32>
+  %1 = sdy.manual_computation(%x) in_shardings=[<@mesh, [{"x"}]>] out_shardings=[<@mesh, [{"x"}]>] manual_axes={"x"} (%a: tensor<4xi32>) {
+    %2 = stablehlo.custom_call @InspectSharding(%a) {backend_config = "meshjit.inspect:1", has_side_effect = true} : (tensor<4xi32>) -> tensor<4xi32>
+    sdy.return %a : tensor<4xi32>
+  } : (tensor<8xi32>) -> tensor<8xi32>
+  return %1 : tensor<8xi32>
 }

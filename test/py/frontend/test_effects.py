@@ -152,6 +152,82 @@ def test_partitioned_debug_callback_of_a_partial_sum_sees_the_sum() -> None:
     assert all((v == np.arange(12) * 2).all() for v in whole)
 
 
+def _inspections(jit: Any, f: Any, *args: Any, **kw: Any) -> list[Any]:
+    """What each jax.debug.inspect_array_sharding callback of `f` saw when
+    `jit(f, **kw)` compiled for `args` (jax: at compile time, by XLA's
+    partitioner; meshjit: after its propagation)."""
+    seen: list[Any] = []
+    jit(f(seen), **kw).lower(*args).compile()
+    return seen
+
+
+def _spec_of(s: Any) -> Any:
+    return (type(s).__name__, s.mesh.shape_tuple, s.spec)
+
+
+def test_inspect_array_sharding_sees_the_sharding_chosen_for_the_value() -> None:
+    """Intermediates with a propagated split (a dot's rows, a transpose's
+    two axes), a replicated one (a reduction to a scalar), a jitted
+    function's value inside another, and one inside a shard_map manual
+    over every axis (P(), as jax says): the same NamedSharding as jax's,
+    each callback called once per compile."""
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"))
+
+    def make(seen: list[Any]) -> Any:
+        def inspect(v: jax.Array, tag: str) -> None:
+            jax.debug.inspect_array_sharding(
+                v, callback=lambda s: seen.append((tag, s))
+            )
+
+        @jax.jit
+        def inner(v: jax.Array) -> jax.Array:
+            inspect(v, "inner")
+            return v * 2
+
+        def body(v: jax.Array) -> jax.Array:
+            inspect(v, "body")
+            return v + 1
+
+        def f(x: jax.Array, w: jax.Array) -> Any:
+            y = jnp.sin(x) @ w
+            inspect(y, "dot")
+            inspect(x.T, "transpose")
+            inspect(y.sum(), "sum")
+            z = inner(y)
+            m = jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(z)
+            return m
+
+        return f
+
+    x = jax.device_put(np.ones((8, 16), np.float32), NamedSharding(mesh, P("x", "y")))
+    w = jax.device_put(np.ones((16, 4), np.float32), NamedSharding(mesh, P("y")))
+    ours = _inspections(meshjit.jit, make, x, w)
+    theirs = _inspections(jax.jit, make, x, w)
+    assert sorted(t for t, _ in ours) == sorted(t for t, _ in theirs)
+    assert len(ours) == 5
+    assert {t: _spec_of(s) for t, s in ours} == {t: _spec_of(s) for t, s in theirs}
+    assert dict(ours)["transpose"].spec == P("y", "x")
+    assert dict(ours)["body"].spec == P()
+
+
+def test_inspect_array_sharding_on_one_device_and_when_called() -> None:
+    """Without a mesh the callback gets a replicated sharding; a jitted call
+    compiles and calls it once, a second call (cached) does not; the
+    program's results are unchanged."""
+    seen: list[Any] = []
+
+    @meshjit.jit
+    def f(x: jax.Array) -> jax.Array:
+        jax.debug.inspect_array_sharding(x * 2, callback=seen.append)
+        return x + 1
+
+    x = jnp.arange(8.0)
+    np.testing.assert_array_equal(f(x), np.arange(8.0) + 1)
+    np.testing.assert_array_equal(f(x), np.arange(8.0) + 1)
+    assert len(seen) == 1
+    assert seen[0].is_fully_replicated
+
+
 def test_debug_print_of_a_sum() -> None:
     x = sharded(np.arange(16, dtype=np.float32))
     seen: list[float] = []
