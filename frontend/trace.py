@@ -27,7 +27,7 @@ from meshjit.compiler.graph import AttrPlan, Opaque, read_graph, read_interface
 from meshjit.compiler.ir import ir, make_context, parse_module, print_module
 from meshjit.dialects import sdy_text
 from meshjit.dialects.sharding import AxisRef, MeshModel, TensorSharding, view_axes
-from meshjit.errors import JitArgumentError, ShardingError
+from meshjit.errors import InternalError, JitArgumentError, ShardingError
 from meshjit.frontend.args import CallForm, describe_aval, is_key_dtype
 from meshjit.frontend.interop import note_meshjit_objects
 from meshjit.frontend.mesh import Mesh
@@ -439,7 +439,26 @@ def _trace(
     finally:
         _RECORDER.stack.pop()
         _RECORDER.contexts.pop()
+    _check_lowered_avals(lowered, leaves)
     return traced, lowered, meshes
+
+
+def _check_lowered_avals(lowered: Any, leaves: Sequence[LeafInfo]) -> None:
+    """Each leaf is lowered as the type the call path checks arguments
+    against: the executable takes their buffers as they are (a 64-bit buffer
+    handed to a 32-bit parameter crashed jax's C++ dispatch)."""
+    try:
+        avals = jax.tree_util.tree_leaves(lowered.in_avals)
+    except ValueError:  # (jax's own pytree of them fails with closed-over refs)
+        return
+    if len(avals) != len(leaves):
+        return
+    for leaf, aval in zip(leaves, avals, strict=True):
+        if tuple(aval.shape) != leaf.shape or aval.dtype != leaf.dtype:
+            raise InternalError(
+                f"argument `{leaf.path}` is {leaf.describe()} but jax lowered "
+                f"it as {aval.str_short()}"
+            )
 
 
 def trace_function(
