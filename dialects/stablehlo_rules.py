@@ -431,6 +431,10 @@ def _convolution(op: OpInfo) -> ShardingRule:
     return b.build()
 
 
+# jax.debug.inspect_array_sharding's custom call: the sharding passes through
+# it; the partitioner drops it (`partitioner.elementwise.custom_call`).
+INSPECT_SHARDING = "InspectSharding"
+
 # Custom calls that move a value between host and device memory: element-wise,
 # and scheduled with the element-wise ops (Shardy's op priorities put them
 # first, so both sides of a round trip keep the value's sharding).
@@ -443,7 +447,7 @@ _POINTWISE_TARGETS = frozenset(
         "InvertDiagBlocksLowerTriangular",
         "InvertDiagBlocksUpperTriangular",
         "LayoutConstraint",
-        "InspectSharding",  # jax.debug.inspect_array_sharding's
+        INSPECT_SHARDING,
         "X64Combine",
         "annotate_device_placement",
         "mhlo.erf",

@@ -36,7 +36,7 @@ from meshjit.dialects.reshard import (
 )
 from meshjit.dialects.rules import pointwise_rule
 from meshjit.dialects.sharding import AxisRef, MeshModel
-from meshjit.dialects.stablehlo_rules import RULES
+from meshjit.dialects.stablehlo_rules import INSPECT_SHARDING, RULES
 from meshjit.errors import InternalError
 from meshjit.passes.partitioner.builder import (
     I32,
@@ -1290,7 +1290,7 @@ class PartitionCtx:
         """`node` as it is, on the values bound to its operands (sharding
         annotations dropped: this is per-device code already)."""
         if node.op in ("sdy.sharding_constraint", "sdy.reshard") or (
-            node.attrs.get("call_target_name") == "InspectSharding"
+            node.attrs.get("call_target_name") == INSPECT_SHARDING
         ):  # (for InspectSharding see `elementwise.custom_call`)
             self.bind(node.results[0], self.val(node.operands[0]))
             return

@@ -8,6 +8,7 @@ from __future__ import annotations
 from meshjit.compiler.graph import DenseElements, Node, Opaque
 from meshjit.dialects.reshard import Layout
 from meshjit.dialects.rules import ShardingRule
+from meshjit.dialects.stablehlo_rules import INSPECT_SHARDING
 from meshjit.passes.partitioner.context import PartitionCtx, joins_blocks, listed_ids
 from meshjit.passes.partitioner.factors import FactorLimits
 from meshjit.passes.partitioner.layouts import (
@@ -81,7 +82,7 @@ def custom_call(node: Node, ctx: PartitionCtx) -> None:
     if target in PER_SHARD_CALLBACKS:
         per_shard_callback(node, ctx)
         return
-    if target == "InspectSharding":
+    if target == INSPECT_SHARDING:
         # jax.debug.inspect_array_sharding's: meshjit.jit calls its callback
         # with the propagated sharding before partitioning; the per-device
         # program needs none (XLA's partitioner would call a callback it
