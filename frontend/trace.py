@@ -132,11 +132,20 @@ def key_data_shape(dtype: object) -> tuple[int, ...]:
     return _key_data_shape(dtype) if is_key_dtype(dtype) else ()
 
 
-def leaf_dtype(dtype: Any) -> Any:
-    """A numpy dtype, or a typed PRNG key's dtype as jax has it."""
+def leaf_dtype(dtype: Any, what: str = "a value") -> Any:
+    """A numpy dtype, or a typed PRNG key's dtype as jax has it; another
+    extended dtype (jax's private `ExtendedDType`) is refused, naming `what`
+    has it."""
     if isinstance(dtype, np.dtype):  # the common case, on the call path
         return dtype
-    return dtype if is_key_dtype(dtype) else np.dtype(dtype)
+    if is_key_dtype(dtype):
+        return dtype
+    if jax.numpy.issubdtype(dtype, jax.dtypes.extended):
+        raise JitArgumentError(
+            f"{what} has the extended dtype {dtype}: of jax's extended dtypes "
+            "meshjit supports PRNG keys (jax.random.key) only"
+        )
+    return np.dtype(dtype)
 
 
 def abstract_dtype(dtype: Any) -> Any:
@@ -176,7 +185,7 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
         return LeafInfo(
             path,
             tuple(x.shape),
-            leaf_dtype(x.dtype),
+            leaf_dtype(x.dtype, f"{api}: argument `{path}` of {fun_name}"),
             bool(x.weak_type),
             typed_sharding(getattr(x, "sharding", None)),
         )
@@ -200,7 +209,7 @@ def leaf_info(path: str, x: object, api: str, fun_name: str) -> LeafInfo:
         return LeafInfo(
             path,
             tuple(aval.shape),
-            leaf_dtype(aval.dtype),
+            leaf_dtype(aval.dtype, f"{api}: argument `{path}` of {fun_name}"),
             bool(getattr(aval, "weak_type", False)),
             typed,
         )
@@ -552,7 +561,7 @@ def trace_function(
         LeafInfo(
             "result" + jax.tree_util.keystr(p),
             tuple(o.shape),
-            leaf_dtype(o.dtype),
+            leaf_dtype(o.dtype, f"the result{jax.tree_util.keystr(p)} of {fun_name}"),
             bool(getattr(o, "weak_type", False)),
             # The sharding in the output's type (explicit mode), where
             # out_info has none (no out_shardings): the value's own aval's.

@@ -385,3 +385,37 @@ def test_a_bare_spec_without_a_mesh_is_a_runtime_error_as_in_jax() -> None:
         meshjit.jit(lambda x: meshjit.with_sharding_constraint(x, P("x")))(
             jnp.arange(4)
         )
+
+
+def test_an_extended_dtype_other_than_a_key_is_refused_clearly() -> None:
+    """A user-made extended dtype (jax's private ExtendedDType, as jax's
+    dtypes_test makes one): refused naming the result or argument, not a
+    numpy TypeError from inside meshjit ("Cannot interpret ... as a data
+    type")."""
+    import dataclasses
+
+    from jax._src import core, dtypes
+
+    class foo(dtypes.extended):
+        pass
+
+    class FooTyRules:
+        allow_conversion: bool = True
+
+        @staticmethod
+        def physical_element_aval(_: Any) -> Any:
+            return core.ShapedArray((), np.dtype("float32"))
+
+    @dataclasses.dataclass(frozen=True)
+    class FooTy(dtypes.ExtendedDType):  # type: ignore[misc]
+        name: str = "foo"
+        _rules: type = FooTyRules
+        type: type = foo
+
+    def to_foo(x: Any) -> Any:
+        return jax.lax.convert_element_type(x, FooTy())
+
+    with pytest.raises(
+        meshjit.JitArgumentError, match=r"the result of to_foo has the extended"
+    ):
+        meshjit.jit(to_foo)(jnp.arange(3.0))
