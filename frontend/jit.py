@@ -781,8 +781,8 @@ def _held(v: Any) -> Any:
 def _committed(v: object) -> Hashable:
     if (
         isinstance(v, jax.Array)
+        and not _has_tracer(v)  # (a tracer has no `committed`)
         and not v.committed
-        and not _has_tracer(v)
         and len(v.sharding.device_set) > 1
     ):
         raise NotImplementedError(

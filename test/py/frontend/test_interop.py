@@ -122,3 +122,27 @@ def test_jax_export_takes_a_meshjit_jit_function() -> None:
     auto = meshjit.jit(lambda a: a, in_shardings=meshjit.sharding.AUTO(MESH))
     with pytest.raises(meshjit.ShardingError, match="AUTO leaf"):
         export.export(auto)(spec)
+
+
+def test_jax_export_of_a_meshjit_function_inside_a_trace() -> None:
+    """Exported inside another jitted function (its arguments tracers) and
+    called there twice (jax's export_test.test_call_twice_exported): meshjit
+    asked a tracer whether it was committed (a ConcretizationTypeError)."""
+    from jax import export
+
+    x = np.arange(4, dtype=np.float32)
+
+    @meshjit.jit
+    def outer(v: Any) -> Any:
+        exported = export.export(meshjit.jit(jax.numpy.sin))(v)
+        return exported.call(v) + exported.call(v)
+
+    np.testing.assert_allclose(np.asarray(outer(x)), 2 * np.sin(x), rtol=1e-6)
+    shapes: list[tuple[int, ...]] = []
+
+    def traces_inside(v: Any) -> Any:
+        shapes.append(meshjit.jit(jax.numpy.cos).trace(v).out_info.shape)
+        return v
+
+    jax.jit(traces_inside)(x)
+    assert shapes == [(4,)]
