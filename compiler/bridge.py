@@ -756,6 +756,17 @@ def xla_computation(text: str) -> Any:
     return mlir.mlir_module_to_xla_computation(text, use_tuple_args=False)
 
 
+def hlo_text(text: str, debug_info: bool) -> str:
+    """XLA's HLO text of a StableHLO module as jax's `Lowered.as_text("hlo")`
+    prints it: short and parsable, with each op's metadata (source file and
+    line, from the module's locations) only for `debug_info`."""
+    from jax._src.lib import hlo
+
+    options = hlo.HloPrintOptions.short_parsable()
+    options.print_metadata = debug_info
+    return str(xla_computation(text).as_hlo_module().to_string(options))
+
+
 def hlo_cost_analysis(computation: Any) -> dict[str, float]:
     """XLA's cost estimate of an unoptimized HLO computation (as jax's
     `Lowered.cost_analysis()`)."""

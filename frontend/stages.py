@@ -531,9 +531,9 @@ class Lowered(_Stage):
                 raise ValueError(
                     f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}"
                 )
-            plain = self._plain.get(stage)
+            plain = None if debug_info else self._plain.get(stage)
             source = plain if plain is not None else self._text(stage)
-            return str(bridge.xla_computation(source).as_hlo_text())
+            return bridge.hlo_text(source, debug_info)
         if stage not in STAGES:
             raise ValueError(
                 f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}"

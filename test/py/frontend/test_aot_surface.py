@@ -8,6 +8,7 @@ spelling `as_text("stablehlo")`), `cost_analysis`; `Compiled.out_info` and
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jax
@@ -178,3 +179,13 @@ def test_compile_device_assignment_must_be_the_meshs() -> None:
     with pytest.raises(ValueError, match=r"device_assignment passed to `\.compile`"):
         lowered.compile(device_assignment=(jax.devices()[0],))
     assert lowered.compile(device_assignment=jax.devices()) is not None
+
+
+def test_hlo_text_carries_metadata_only_with_debug_info() -> None:
+    """As jax's `Lowered.as_text("hlo", debug_info=...)`: each op's metadata
+    (its source line) only when asked for (jax's aot_test)."""
+    has_metadata = re.compile(r"sine.*metadata=.*(stack_frame_id|source_file)=")
+    for jit in (jax.jit, meshjit.jit):
+        lowered = jit(jnp.sin).lower(42.0)
+        assert has_metadata.search(lowered.as_text("hlo", debug_info=True))
+        assert not has_metadata.search(lowered.as_text("hlo"))
