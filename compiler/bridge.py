@@ -760,7 +760,7 @@ def hlo_text(text: str, debug_info: bool) -> str:
     """XLA's HLO text of a StableHLO module as jax's `Lowered.as_text("hlo")`
     prints it: short and parsable, with each op's metadata (source file and
     line, from the module's locations) only for `debug_info`."""
-    from jax._src.lib import hlo
+    from jax._src.lib import hlo  # type: ignore[attr-defined]
 
     options = hlo.HloPrintOptions.short_parsable()
     options.print_metadata = debug_info
