@@ -756,6 +756,26 @@ def xla_computation(text: str) -> Any:
     return mlir.mlir_module_to_xla_computation(text, use_tuple_args=False)
 
 
+def static_module(lowered: Any) -> Any:
+    """jax's module of a jax `Lowered`, its shapes refined where it uses
+    dimension variables on static arguments (a function exported with
+    symbolic shapes called inside: `tensor<?x4xf32>` values), as jax refines
+    it before compiling; a module with symbolic arguments (being exported)
+    stays as it is."""
+    module = lowered.compiler_ir("stablehlo")
+    lowering = getattr(lowered, "_lowering", None)
+    state = getattr(lowering, "compile_args", {}).get("shape_poly_state")
+    if state is None or not state.uses_dim_vars:
+        return module
+    try:
+        avals = jax.tree_util.tree_leaves(lowered.in_avals)
+    except ValueError:  # (jax's own pytree of them fails with closed-over refs)
+        avals = []
+    if all(type(d) is int for a in avals for d in getattr(a, "shape", ())):
+        module = _jax_mlir.refine_polymorphic_shapes(module)
+    return module
+
+
 def hlo_text(text: str, debug_info: bool) -> str:
     """XLA's HLO text of a StableHLO module as jax's `Lowered.as_text("hlo")`
     prints it: short and parsable, with each op's metadata (source file and

@@ -611,7 +611,7 @@ def _traced_text(lowered: Any) -> TracedText:
     """jax's module, kept as it is where its text would be kept as printed
     (one mesh with axes at most: no views to merge), else its text with the
     views merged."""
-    module = lowered.compiler_ir("stablehlo")
+    module = bridge.static_module(lowered)
     if isinstance(module, ir.Module):
         with module.context:
             meshes = tuple(
@@ -624,7 +624,7 @@ def _traced_text(lowered: Any) -> TracedText:
             )
         if sum(1 for _, m in meshes if sdy_text.parse_mesh(m).axes) < 2:
             return TracedText(module, None, meshes)
-    text = merge_mesh_views(str(lowered.as_text(debug_info=True)))
+    text = merge_mesh_views(print_module(module, debug_info=True))
     return TracedText(None, text, tuple(mesh_defs(text)))
 
 

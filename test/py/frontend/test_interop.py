@@ -146,3 +146,22 @@ def test_jax_export_of_a_meshjit_function_inside_a_trace() -> None:
 
     jax.jit(traces_inside)(x)
     assert shapes == [(4,)]
+
+
+def test_a_function_exported_with_symbolic_shapes_called_inside() -> None:
+    """An exported function with a symbolic dim called inside meshjit.jit on
+    concrete arguments: its module holds dynamic shapes (`tensor<?x4xf32>`),
+    which meshjit refines as jax does before compiling (the pipeline refused
+    it: "expected non-function type"); exporting it still keeps the
+    symbolic dim (jax's export_test.test_poly_call_pmap)."""
+    from jax import export
+
+    def f(x: Any) -> Any:
+        rows = jax.numpy.arange(x.shape[0], dtype=x.dtype).reshape((x.shape[0], 1))
+        return x + rows
+
+    (a,) = export.symbolic_shape("a")
+    exported = export.export(meshjit.jit(f))(jax.ShapeDtypeStruct((a, 4), np.float32))
+    assert "?x4xf32" in str(exported.mlir_module())
+    x = np.arange(12, dtype=np.float32).reshape((3, 4))
+    np.testing.assert_array_equal(np.asarray(meshjit.jit(exported.call)(x)), f(x))
