@@ -618,7 +618,10 @@ _SPECIAL = {
     "sdy.sharding_constraint": "yes (reshard)",
     "stablehlo.case": "yes (branches partitioned)",
     "stablehlo.constant": "yes (splat: local; else sliced)",
-    "stablehlo.custom_call": "with its own rule (LAPACK): batch dims; else replicated",
+    "stablehlo.custom_call": (
+        "with its own rule (LAPACK): batch dims; partitioned host callbacks: "
+        "on each device's block; InspectSharding: removed; else replicated"
+    ),
     "stablehlo.concatenate": "yes (split concatenated dim: a window of each operand)",
     "stablehlo.convolution": (
         "yes (spatial: windows by halo exchange, patches by output, filter "
