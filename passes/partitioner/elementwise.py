@@ -77,7 +77,9 @@ def custom_call(node: Node, ctx: PartitionCtx) -> None:
     """A custom call with a sharding rule (its own `sdy.sharding_rule`, as
     JAX writes on LAPACK calls, or the rule table's for its target) runs on
     local blocks of the dims that rule lets split (batch dims); a target with
-    no rule runs replicated."""
+    no rule runs replicated. Two of jax's targets are the exceptions: a
+    partitioned host callback (`per_shard_callback`) and InspectSharding,
+    which is dropped."""
     target = node.attrs.get("call_target_name")
     if target in PER_SHARD_CALLBACKS:
         per_shard_callback(node, ctx)
