@@ -19,6 +19,7 @@ from typing import Any
 import jax
 import jaxlib.version
 
+from meshjit.dialects.stablehlo_rules import INSPECT_SHARDING
 from meshjit.errors import (
     DuplicateAxisError,
     IndivisibleDimError,
@@ -538,7 +539,6 @@ def leaked_tracer_error(traced: Any) -> Exception | None:
     return None
 
 
-INSPECT_TARGET = "InspectSharding"  # jax's custom call target for the op
 INSPECT_PREFIX = "meshjit.inspect:"  # + id(callback), as its backend_config
 
 
@@ -586,7 +586,7 @@ def _replace_inspect_rule(debugging: Any, hlo: Any) -> Any:
         hlo.CustomCallOp(
             [value.type],
             [value],
-            call_target_name=ir.StringAttr.get(INSPECT_TARGET),
+            call_target_name=ir.StringAttr.get(INSPECT_SHARDING),
             has_side_effect=ir.BoolAttr.get(True),
             backend_config=ir.StringAttr.get(f"{INSPECT_PREFIX}{id(callback)}"),
         )
@@ -767,13 +767,20 @@ def static_module(lowered: Any) -> Any:
     state = getattr(lowering, "compile_args", {}).get("shape_poly_state")
     if state is None or not state.uses_dim_vars:
         return module
-    try:
-        avals = jax.tree_util.tree_leaves(lowered.in_avals)
-    except ValueError:  # (jax's own pytree of them fails with closed-over refs)
-        avals = []
+    avals = lowered_in_avals(lowered) or []
     if all(type(d) is int for a in avals for d in getattr(a, "shape", ())):
         module = _jax_mlir.refine_polymorphic_shapes(module)
     return module
+
+
+def lowered_in_avals(lowered: Any) -> list[Any] | None:
+    """The flat argument avals a jax `Lowered` was lowered for; None where
+    jax cannot give them (its pytree of them fails with closed-over
+    mutable arrays)."""
+    try:
+        return jax.tree_util.tree_leaves(lowered.in_avals)
+    except ValueError:
+        return None
 
 
 def hlo_text(text: str, debug_info: bool) -> str:

@@ -31,6 +31,7 @@ from meshjit.compiler.spmd import Compiled as SpmdCompiled
 from meshjit.compiler.spmd import compile_parsed, load_compiled
 from meshjit.dialects import gspmd_text, sdy_text
 from meshjit.dialects.sharding import MeshModel, TensorSharding, view_axes
+from meshjit.dialects.stablehlo_rules import INSPECT_SHARDING
 from meshjit.errors import (
     DeletedArgumentError,
     InternalError,
@@ -608,7 +609,7 @@ class Lowered(_Stage):
         mesh = self._inputs.placement.mesh
         jax_mesh = mesh.to_jax()
         for node in read_graph(module, source).walk():
-            if node.attrs.get("call_target_name") != bridge.INSPECT_TARGET:
+            if node.attrs.get("call_target_name") != INSPECT_SHARDING:
                 continue
             config = node.attrs.get("backend_config")
             if not isinstance(config, str) or not config.startswith(

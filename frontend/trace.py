@@ -456,11 +456,8 @@ def _check_lowered_avals(lowered: Any, leaves: Sequence[LeafInfo]) -> None:
     """Each leaf is lowered as the type the call path checks arguments
     against: the executable takes their buffers as they are (a 64-bit buffer
     handed to a 32-bit parameter crashed jax's C++ dispatch)."""
-    try:
-        avals = jax.tree_util.tree_leaves(lowered.in_avals)
-    except ValueError:  # (jax's own pytree of them fails with closed-over refs)
-        return
-    if len(avals) != len(leaves):
+    avals = bridge.lowered_in_avals(lowered)
+    if avals is None or len(avals) != len(leaves):
         return
     for leaf, aval in zip(leaves, avals, strict=True):
         if tuple(aval.shape) != leaf.shape or aval.dtype != leaf.dtype:
